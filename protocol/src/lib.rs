@@ -1,0 +1,15 @@
+//! The wire layer that the broker and the client share.
+//!
+//! Message encoding itself comes from the `kafka-protocol` crate, generated from Kafka's own
+//! message specs. This crate holds only what that crate does not: framing with a size cap
+//! ([`frame`]), the versions the broker advertises ([`versions`]), a zero-copy view of v2 record
+//! batch headers ([`batch`]), Kafka's default partitioner ([`partitioner`]) and Kafka's naming
+//! rules ([`names`]). Nothing here does I/O policy or holds domain state.
+
+pub mod batch;
+pub mod frame;
+pub mod names;
+pub mod partitioner;
+pub mod versions;
+
+pub use kafka_protocol;

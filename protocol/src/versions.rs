@@ -1,0 +1,128 @@
+//! The API versions the broker advertises and the ones it accepts.
+//!
+//! Built by hand, not from `ApiKey::valid_versions()`, which reports response-schema ranges wider
+//! than the crate's request decoders (see `shared/reference/kafka-protocol.md`, section 3). The
+//! advertised minimum can sit below the accepted one: librdkafka before 2.11.1 checks "features"
+//! against single old versions (Produce v0 for compression), yet no client sends a version below
+//! what the decoders and Kafka 4.0 (KIP-896) still take.
+
+use kafka_protocol::messages::ApiKey;
+
+/// One API: the range put in the ApiVersions answer and the lowest version actually decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiSupport {
+    pub key: ApiKey,
+    pub advertised_min: i16,
+    pub max: i16,
+    pub accepted_min: i16,
+}
+
+const fn api(key: ApiKey, advertised_min: i16, accepted_min: i16, max: i16) -> ApiSupport {
+    ApiSupport {
+        key,
+        advertised_min,
+        max,
+        accepted_min,
+    }
+}
+
+/// Every API the broker serves, in key order.
+pub const BROKER_APIS: &[ApiSupport] = &[
+    api(ApiKey::Produce, 0, 3, 9),
+    api(ApiKey::Fetch, 4, 4, 12),
+    api(ApiKey::ListOffsets, 1, 1, 7),
+    api(ApiKey::Metadata, 0, 0, 12),
+    api(ApiKey::ApiVersions, 0, 0, 4),
+    api(ApiKey::CreateTopics, 2, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 1, 5),
+    api(ApiKey::DescribeConfigs, 1, 1, 4),
+    api(ApiKey::CreatePartitions, 0, 0, 3),
+];
+
+/// What the broker does with a request of this key and version.
+pub fn broker_support(key: ApiKey) -> Option<&'static ApiSupport> {
+    BROKER_APIS.iter().find(|api| api.key == key)
+}
+
+/// True when the broker decodes and answers this version of this API.
+pub fn broker_accepts(key: ApiKey, version: i16) -> bool {
+    broker_support(key).is_some_and(|api| (api.accepted_min..=api.max).contains(&version))
+}
+
+/// The first fields of every request header: enough to route a frame, or to refuse it, before
+/// decoding anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderPrefix {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+}
+
+impl HeaderPrefix {
+    /// `None` when the frame is shorter than these eight bytes.
+    pub fn peek(frame: &[u8]) -> Option<Self> {
+        let bytes: &[u8; 8] = frame.get(..8)?.try_into().ok()?;
+        Some(Self {
+            api_key: i16::from_be_bytes([bytes[0], bytes[1]]),
+            api_version: i16::from_be_bytes([bytes[2], bytes[3]]),
+            correlation_id: i32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::Message;
+
+    #[test]
+    fn every_accepted_version_is_one_the_crate_decodes() {
+        for api in BROKER_APIS {
+            let decodable = match api.key {
+                ApiKey::Produce => ProduceRequest::VERSIONS,
+                ApiKey::Fetch => FetchRequest::VERSIONS,
+                ApiKey::ListOffsets => ListOffsetsRequest::VERSIONS,
+                ApiKey::Metadata => MetadataRequest::VERSIONS,
+                ApiKey::ApiVersions => ApiVersionsRequest::VERSIONS,
+                ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
+                ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
+                ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
+                ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
+                other => panic!("no decoder listed for {other:?}"),
+            };
+            assert!(
+                decodable.min <= api.accepted_min && api.max <= decodable.max,
+                "{:?}: accepted {}..={} outside decodable {}",
+                api.key,
+                api.accepted_min,
+                api.max,
+                decodable
+            );
+            assert!(api.advertised_min <= api.accepted_min);
+        }
+    }
+
+    #[test]
+    fn the_reference_minimums_that_librdkafka_2_0_checks_are_advertised() {
+        let advertised = |key| broker_support(key).map(|a| (a.advertised_min, a.max));
+        assert_eq!(advertised(ApiKey::Produce), Some((0, 9)));
+        assert_eq!(advertised(ApiKey::Fetch), Some((4, 12)));
+        assert!(broker_accepts(ApiKey::Produce, 3));
+        assert!(!broker_accepts(ApiKey::Produce, 2));
+        assert!(!broker_accepts(ApiKey::Fetch, 13));
+    }
+
+    #[test]
+    fn header_prefix_needs_eight_bytes() {
+        assert_eq!(HeaderPrefix::peek(&[0, 18, 0, 3, 0, 0, 0]), None);
+        assert_eq!(
+            HeaderPrefix::peek(&[0, 18, 0, 3, 0, 0, 1, 2, 9]),
+            Some(HeaderPrefix {
+                api_key: 18,
+                api_version: 3,
+                correlation_id: 258
+            })
+        );
+    }
+}
