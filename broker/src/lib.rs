@@ -1,1 +1,29 @@
+//! A single-node broker that speaks the Kafka wire protocol, for workshops and tests.
+//!
+//! Request flow: [`server`] accepts connections (bounded by a semaphore) and spawns
+//! [`connection::serve`], which reads length-prefixed frames with a size cap and hands each to
+//! [`handler::handle`]. The handler peeks the header, refuses what Kafka refuses, decodes the body
+//! with the `kafka-protocol` crate and routes it by API key to one module per API. Those read and
+//! write the [`topics`] registry, whose partitions are [`log::PartitionLog`]s: raw record batches
+//! with an offset index, each behind its own lock.
+//!
+//! ```no_run
+//! # async fn run() -> std::io::Result<()> {
+//! let config = broker::BrokerConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+//! let broker = broker::Broker::start(config).await?;
+//! println!("listening on {}", broker.addr());
+//! broker.shutdown().await;
+//! # Ok(()) }
+//! ```
 
+pub mod config;
+mod connection;
+mod handler;
+pub mod log;
+mod server;
+mod state;
+pub mod topics;
+
+pub use config::BrokerConfig;
+pub use server::Broker;
+pub use state::BrokerState;

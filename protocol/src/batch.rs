@@ -247,11 +247,20 @@ mod tests {
         ));
         let mut two = encoded(1);
         two.extend_from_slice(&encoded(1));
-        assert_eq!(validate_single_batch(&two), Err(BatchError::MultipleBatches));
-        assert_eq!(validate_single_batch(&buf[..60]), Err(BatchError::TooShort(60)));
+        assert_eq!(
+            validate_single_batch(&two),
+            Err(BatchError::MultipleBatches)
+        );
+        assert_eq!(
+            validate_single_batch(&buf[..60]),
+            Err(BatchError::TooShort(60))
+        );
         let mut old = encoded(1);
         old[16] = 1;
-        assert_eq!(validate_single_batch(&old), Err(BatchError::UnsupportedMagic(1)));
+        assert_eq!(
+            validate_single_batch(&old),
+            Err(BatchError::UnsupportedMagic(1))
+        );
     }
 
     #[test]

@@ -127,7 +127,10 @@ mod tests {
         let mut buf = BytesMut::from(&101i32.to_be_bytes()[..]);
         assert_eq!(
             split_frame(&mut buf, 100),
-            Err(FrameError::TooLarge { size: 101, cap: 100 })
+            Err(FrameError::TooLarge {
+                size: 101,
+                cap: 100
+            })
         );
     }
 
@@ -141,8 +144,15 @@ mod tests {
         let err = read_frame(&mut reader, &mut buf, DEFAULT_MAX_FRAME_BYTES)
             .await
             .unwrap_err();
-        assert!(matches!(err, FrameReadError::Frame(FrameError::Truncated(7))));
-        assert!(buf.capacity() <= 2 * READ_CHUNK, "reserved {}", buf.capacity());
+        assert!(matches!(
+            err,
+            FrameReadError::Frame(FrameError::Truncated(7))
+        ));
+        assert!(
+            buf.capacity() <= 2 * READ_CHUNK,
+            "reserved {}",
+            buf.capacity()
+        );
     }
 
     #[tokio::test]
@@ -152,7 +162,10 @@ mod tests {
         let mut buf = BytesMut::new();
         let first = read_frame(&mut reader, &mut buf, 10).await.unwrap();
         assert_eq!(&first.unwrap()[..], b"x");
-        assert!(read_frame(&mut reader, &mut buf, 10).await.unwrap().is_none());
+        assert!(read_frame(&mut reader, &mut buf, 10)
+            .await
+            .unwrap()
+            .is_none());
     }
 
     #[test]

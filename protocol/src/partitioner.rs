@@ -31,7 +31,10 @@ mod tests {
             ("foobar", -790332482),
             ("a-little-bit-long-string", -985981536),
             ("a-little-bit-longer-string", -1486304829),
-            ("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+            (
+                "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58897971,
+            ),
             ("abc", 479470107),
         ];
         for (key, hash) in cases {
@@ -64,7 +67,8 @@ mod tests {
         for i in 0..2000 {
             let key = format!("order-{i}");
             let h = to_positive(murmur2_i32(key.as_bytes()));
-            let kept = partition_for_key(key.as_bytes(), 12) == partition_for_key(key.as_bytes(), 24);
+            let kept =
+                partition_for_key(key.as_bytes(), 12) == partition_for_key(key.as_bytes(), 24);
             assert_eq!(kept, h % 24 < 12, "{key}");
         }
     }

@@ -1,0 +1,38 @@
+//! What a broker is started with.
+
+use std::net::SocketAddr;
+
+/// Kafka's `message.max.bytes` default: the largest record batch a produce may carry.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Where to listen; port 0 picks a free port (see [`crate::Broker::addr`]).
+    pub listen: SocketAddr,
+    /// Our id in Metadata; also the controller and every partition's leader.
+    pub node_id: i32,
+    /// Partitions of a topic created with `num_partitions = -1` or auto-created.
+    pub default_partitions: i32,
+    /// Create unknown topics on Metadata (when the client allows it) and on Produce.
+    pub auto_create_topics: bool,
+    /// Kafka's `socket.request.max.bytes`: larger frames close the connection.
+    pub max_request_bytes: usize,
+    /// Kafka's `message.max.bytes`: larger batches get MESSAGE_TOO_LARGE.
+    pub max_message_bytes: usize,
+    /// Connections served at once; further ones wait in the accept queue.
+    pub max_connections: usize,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            node_id: 1,
+            default_partitions: 1,
+            auto_create_topics: false,
+            max_request_bytes: protocol::frame::DEFAULT_MAX_FRAME_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_connections: 4096,
+        }
+    }
+}

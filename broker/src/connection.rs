@@ -1,0 +1,70 @@
+//! One client connection: read a frame, handle it, write the answer, in order.
+//!
+//! Requests on one connection are answered strictly in the order they arrived, as Kafka does and
+//! clients (which pipeline) rely on; a parked fetch therefore delays later requests on its own
+//! connection only.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use protocol::frame::{read_frame, FrameReadError};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::handler::{self, Reply};
+use crate::state::BrokerState;
+
+/// Kafka's `connections.max.idle.ms`: a connection that completes no request for this long is
+/// closed, so abandoned and trickling sockets do not pile up.
+const MAX_IDLE: Duration = Duration::from_secs(600);
+
+pub async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: Arc<BrokerState>,
+    shutdown: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = stream.into_split();
+    let mut buffer = BytesMut::with_capacity(4096);
+    let cap = state.config.max_request_bytes;
+    loop {
+        let frame = tokio::select! {
+            frame = tokio::time::timeout(MAX_IDLE, read_frame(&mut reader, &mut buffer, cap)) => frame,
+            _ = shutdown.cancelled() => return,
+        };
+        let frame = match frame {
+            Ok(Ok(Some(frame))) => frame.freeze(),
+            Ok(Ok(None)) => return,
+            Ok(Err(FrameReadError::Frame(e))) => {
+                info!(%peer, "closing connection: {e}");
+                return;
+            }
+            Ok(Err(FrameReadError::Io(e))) => {
+                debug!(%peer, "connection error: {e}");
+                return;
+            }
+            Err(_idle) => {
+                debug!(%peer, "closing idle connection");
+                return;
+            }
+        };
+        match handler::handle(&state, frame).await {
+            Reply::Frame(out) => {
+                if let Err(e) = writer.write_all(&out).await {
+                    debug!(%peer, "write failed: {e}");
+                    return;
+                }
+            }
+            Reply::Silent => {}
+            Reply::Close(reason) => {
+                info!(%peer, "closing connection: {reason}");
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Routes a request frame to its API's handler and encodes the answer.
+//!
+//! Errors are Kafka's: a request that cannot be understood closes the connection, as Kafka does
+//! (unknown key, unsupported version, a body that does not decode); everything past decoding is
+//! answered with per-topic or per-partition error codes, so one bad partition fails only itself.
+
+mod admin;
+mod api_versions;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use protocol::frame::{finish_frame, start_frame};
+use protocol::versions::{broker_accepts, HeaderPrefix};
+use tracing::debug;
+
+use crate::state::BrokerState;
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Reply {
+    /// Send this frame (size prefix included).
+    Frame(BytesMut),
+    /// Send nothing: a produce with `acks=0` gets no response at all.
+    Silent,
+    /// Close the connection, as Kafka does for a request it cannot parse.
+    Close(String),
+}
+
+pub async fn handle(state: &BrokerState, frame: Bytes) -> Reply {
+    let Some(prefix) = HeaderPrefix::peek(&frame) else {
+        return Reply::Close(format!(
+            "frame of {} bytes is shorter than a request header",
+            frame.len()
+        ));
+    };
+    let Ok(key) = ApiKey::try_from(prefix.api_key) else {
+        return Reply::Close(format!("unknown API key {}", prefix.api_key));
+    };
+    let version = prefix.api_version;
+    if key == ApiKey::ApiVersions && version > api_versions::MAX_VERSION {
+        // KIP-511: answer in v0 so the client can read our range and retry with a version we know.
+        return encode(
+            prefix.correlation_id,
+            key,
+            0,
+            &api_versions::unsupported_version(),
+        );
+    }
+    if !broker_accepts(key, version) {
+        return Reply::Close(format!("{key:?} v{version} is not supported"));
+    }
+    let mut body = frame;
+    let header = match RequestHeader::decode(&mut body, key.request_header_version(version)) {
+        Ok(header) => header,
+        Err(e) => return Reply::Close(format!("bad {key:?} v{version} request header: {e}")),
+    };
+    let request = match RequestKind::decode(key, &mut body, version) {
+        Ok(request) => request,
+        Err(e) => return Reply::Close(format!("bad {key:?} v{version} request body: {e}")),
+    };
+    debug!(api = ?key, version, correlation_id = header.correlation_id, client = ?header.client_id, "request");
+    let response = match request {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(state, r, version)),
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(admin::create_topics(state, r)),
+        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(admin::delete_topics(state, r)),
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(state, r))
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(admin::describe_configs(state, r))
+        }
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(list_offsets::handle(state, r, version))
+        }
+        RequestKind::Produce(r) => match produce::handle(state, r, version) {
+            produce::ProduceReply::Respond(response) => ResponseKind::Produce(response),
+            produce::ProduceReply::Silent => return Reply::Silent,
+            produce::ProduceReply::Close => {
+                return Reply::Close("a produce with acks=0 failed".into())
+            }
+        },
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, r).await),
+        other => return Reply::Close(format!("no handler for {other:?}")),
+    };
+    encode(header.correlation_id, key, version, &response)
+}
+
+fn encode(correlation_id: i32, key: ApiKey, version: i16, response: &ResponseKind) -> Reply {
+    let mut out = BytesMut::new();
+    let at = start_frame(&mut out);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let encoded = header
+        .encode(&mut out, key.response_header_version(version))
+        .and_then(|()| response.encode(&mut out, version));
+    match encoded {
+        Ok(()) => {
+            finish_frame(&mut out, at);
+            Reply::Frame(out)
+        }
+        // Only a handler bug can get here (a field set that the version lacks); closing is what a
+        // client can recover from.
+        Err(e) => Reply::Close(format!("cannot encode {key:?} v{version} response: {e}")),
+    }
+}
+
+/// Kafka's error code as the wire carries it.
+fn code(error: kafka_protocol::ResponseError) -> i16 {
+    error.code()
+}
+
+/// A string field from a `&str`.
+fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.to_string())
+}

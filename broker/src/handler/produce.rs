@@ -1,0 +1,138 @@
+//! Produce v3+: exactly one v2 batch per partition, checked by its header and CRC, appended as
+//! received with only its base offset rewritten.
+
+use kafka_protocol::messages::produce_request::PartitionProduceData;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+use protocol::batch::{validate_single_batch, BatchError};
+
+use super::{code, str_bytes};
+use crate::state::BrokerState;
+use crate::topics::Topic;
+
+/// Batch compression codec 4; Produce v7 introduced it (KIP-110).
+const ZSTD: i16 = 4;
+const MIN_ZSTD_VERSION: i16 = 7;
+
+/// What the connection sends back.
+pub enum ProduceReply {
+    Respond(ProduceResponse),
+    /// `acks=0`: no response at all.
+    Silent,
+    /// `acks=0` with a failed partition: Kafka closes the connection, the only signal such a
+    /// producer can get.
+    Close,
+}
+
+pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> ProduceReply {
+    let acks_valid = matches!(request.acks, -1..=1);
+    let mut failed = false;
+    let responses: Vec<TopicProduceResponse> = request
+        .topic_data
+        .into_iter()
+        .map(|data| {
+            let topic = if state.config.auto_create_topics {
+                state
+                    .topics
+                    .get_or_create(&data.name, state.config.default_partitions)
+                    .ok()
+            } else {
+                state.topics.get(&data.name)
+            };
+            let partition_responses = data
+                .partition_data
+                .into_iter()
+                .map(|p| {
+                    let index = p.index;
+                    let outcome = if acks_valid {
+                        append(state, topic.as_deref(), p, version)
+                    } else {
+                        Err((ResponseError::InvalidRequiredAcks, None))
+                    };
+                    match outcome {
+                        Ok((base_offset, log_start_offset)) => PartitionProduceResponse::default()
+                            .with_index(index)
+                            .with_base_offset(base_offset)
+                            .with_log_append_time_ms(-1)
+                            .with_log_start_offset(log_start_offset),
+                        Err((error, message)) => {
+                            failed = true;
+                            PartitionProduceResponse::default()
+                                .with_index(index)
+                                .with_error_code(code(error))
+                                .with_base_offset(-1)
+                                .with_log_append_time_ms(-1)
+                                .with_log_start_offset(-1)
+                                .with_error_message(message.map(|m| str_bytes(&m)))
+                        }
+                    }
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(data.name)
+                .with_partition_responses(partition_responses)
+        })
+        .collect();
+    match (request.acks, failed) {
+        (0, false) => ProduceReply::Silent,
+        (0, true) => ProduceReply::Close,
+        _ => ProduceReply::Respond(ProduceResponse::default().with_responses(responses)),
+    }
+}
+
+type PartitionError = (ResponseError, Option<String>);
+
+/// Validates and appends one partition's batch: `(base offset, log start offset)`.
+fn append(
+    state: &BrokerState,
+    topic: Option<&Topic>,
+    data: PartitionProduceData,
+    version: i16,
+) -> Result<(i64, i64), PartitionError> {
+    let log = topic
+        .and_then(|t| t.partition(data.index))
+        .ok_or((ResponseError::UnknownTopicOrPartition, None))?;
+    let records = data.records.unwrap_or_default();
+    if records.len() > state.config.max_message_bytes {
+        return Err((
+            ResponseError::MessageTooLarge,
+            Some(format!(
+                "The request included a message larger than the max message size the server will accept ({} > {}).",
+                records.len(),
+                state.config.max_message_bytes
+            )),
+        ));
+    }
+    let header = validate_single_batch(&records).map_err(|e| {
+        let error = match e {
+            BatchError::TooShort(_)
+            | BatchError::LengthMismatch { .. }
+            | BatchError::CrcMismatch { .. } => ResponseError::CorruptMessage,
+            BatchError::UnsupportedMagic(_)
+            | BatchError::MultipleBatches
+            | BatchError::NegativeCount => ResponseError::InvalidRecord,
+        };
+        (error, Some(e.to_string()))
+    })?;
+    if header.compression() == ZSTD && version < MIN_ZSTD_VERSION {
+        return Err((ResponseError::UnsupportedCompressionType, None));
+    }
+    if header.compression() > ZSTD {
+        return Err((
+            ResponseError::CorruptMessage,
+            Some(format!(
+                "unknown compression codec {}",
+                header.compression()
+            )),
+        ));
+    }
+    if header.is_transactional() || header.is_control() {
+        return Err((
+            ResponseError::InvalidRecord,
+            Some("transactional and control batches need the transaction APIs, which this broker does not offer".into()),
+        ));
+    }
+    let base_offset = log.append(&records, &header);
+    Ok((base_offset, log.offsets().start))
+}

@@ -1,0 +1,276 @@
+//! One partition's log: record batches kept in memory exactly as producers sent them, with only
+//! `baseOffset` rewritten, and an offset index over them.
+//!
+//! Neither append nor read decodes a record: a batch is located by its header, and fetch hands out
+//! the stored bytes. Each partition has its own lock, so produce and fetch on different partitions
+//! never wait for each other.
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use protocol::batch::{set_base_offset, BatchHeader};
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+
+/// A stored batch and what the index needs to find it without reading it.
+#[derive(Debug, Clone)]
+pub struct StoredBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub data: Bytes,
+}
+
+/// Log start (earliest readable offset) and log end (next offset to assign, the high watermark of
+/// a single replica).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsets {
+    pub start: i64,
+    pub end: i64,
+}
+
+/// What a read returns: the stored batches from the one holding the offset, and the offsets at
+/// the time of the read.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    pub records: Option<Bytes>,
+    pub offsets: LogOffsets,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("offset {requested} is outside the log [{}, {}]", .offsets.start, .offsets.end)]
+pub struct OffsetOutOfRange {
+    pub requested: i64,
+    pub offsets: LogOffsets,
+}
+
+#[derive(Debug, Default)]
+struct LogState {
+    /// In offset order; `batches[i].last_offset < batches[i + 1].base_offset`.
+    batches: Vec<StoredBatch>,
+    start: i64,
+    end: i64,
+    /// Sum of stored batch sizes.
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct PartitionLog {
+    state: Mutex<LogState>,
+    /// Woken on every append, so a parked fetch answers as soon as data arrives.
+    appended: Notify,
+}
+
+impl PartitionLog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn offsets(&self) -> LogOffsets {
+        let state = self.state.lock();
+        LogOffsets {
+            start: state.start,
+            end: state.end,
+        }
+    }
+
+    /// Bytes stored in this partition.
+    pub fn size_bytes(&self) -> usize {
+        self.state.lock().bytes
+    }
+
+    /// Appends a batch already validated by the caller and returns its base offset. The bytes are
+    /// copied once, so the stored batch does not keep the whole request frame alive.
+    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> i64 {
+        let mut data = BytesMut::from(batch);
+        let base_offset = {
+            let mut state = self.state.lock();
+            let base_offset = state.end;
+            set_base_offset(&mut data, base_offset);
+            let last_offset = base_offset + header.last_offset_delta as i64;
+            state.bytes += data.len();
+            state.batches.push(StoredBatch {
+                base_offset,
+                last_offset,
+                max_timestamp: header.max_timestamp,
+                data: data.freeze(),
+            });
+            state.end = last_offset + 1;
+            base_offset
+        };
+        self.appended.notify_waiters();
+        base_offset
+    }
+
+    /// A future that completes at the next append. Create (and `enable`) it before reading, so an
+    /// append between the read and the wait is not missed.
+    pub fn appended(&self) -> Notified<'_> {
+        self.appended.notified()
+    }
+
+    /// Whole stored batches starting with the one that holds `offset`, up to `max_bytes`; with
+    /// `at_least_one`, the first batch even when it is larger (KIP-74: a batch above the limit
+    /// must still make progress).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        at_least_one: bool,
+    ) -> Result<ReadResult, OffsetOutOfRange> {
+        let state = self.state.lock();
+        let offsets = LogOffsets {
+            start: state.start,
+            end: state.end,
+        };
+        if offset < state.start || offset > state.end {
+            return Err(OffsetOutOfRange {
+                requested: offset,
+                offsets,
+            });
+        }
+        let first = state.batches.partition_point(|b| b.last_offset < offset);
+        let mut taken = 0;
+        let mut size = 0;
+        for batch in &state.batches[first..] {
+            if (taken > 0 || !at_least_one) && size + batch.data.len() > max_bytes {
+                break;
+            }
+            size += batch.data.len();
+            taken += 1;
+        }
+        let records = match &state.batches[first..first + taken] {
+            [] => None,
+            [one] => Some(one.data.clone()),
+            many => {
+                let mut joined = BytesMut::with_capacity(size);
+                for batch in many {
+                    joined.extend_from_slice(&batch.data);
+                }
+                Some(joined.freeze())
+            }
+        };
+        Ok(ReadResult { records, offsets })
+    }
+
+    /// The first batch whose max timestamp reaches `timestamp`: the one that holds the first
+    /// record at or after that time (Kafka's time index answers the same question).
+    pub fn first_batch_at_or_after(&self, timestamp: i64) -> Option<StoredBatch> {
+        let state = self.state.lock();
+        state
+            .batches
+            .iter()
+            .find(|b| b.max_timestamp >= timestamp)
+            .cloned()
+    }
+
+    /// The batch holding the record with the largest timestamp (the first one on ties).
+    pub fn max_timestamp_batch(&self) -> Option<StoredBatch> {
+        let state = self.state.lock();
+        let mut best: Option<&StoredBatch> = None;
+        for batch in &state.batches {
+            if best.is_none_or(|b| batch.max_timestamp > b.max_timestamp) {
+                best = Some(batch);
+            }
+        }
+        best.cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal valid header for `count` records; the log never reads past the header.
+    fn batch(count: i32, max_timestamp: i64, filler: usize) -> (Vec<u8>, BatchHeader) {
+        let mut bytes = vec![0u8; protocol::batch::HEADER_LEN + filler];
+        let len = bytes.len() as i32 - 12;
+        bytes[8..12].copy_from_slice(&len.to_be_bytes());
+        bytes[16] = 2;
+        bytes[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+        bytes[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+        bytes[57..61].copy_from_slice(&count.to_be_bytes());
+        let header = BatchHeader::parse(&bytes).unwrap();
+        (bytes, header)
+    }
+
+    fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
+        let (bytes, header) = batch(count, ts, filler);
+        log.append(&bytes, &header)
+    }
+
+    #[test]
+    fn offsets_are_assigned_contiguously_and_written_into_the_batch() {
+        let log = PartitionLog::new();
+        assert_eq!(append(&log, 3, 10, 0), 0);
+        assert_eq!(append(&log, 2, 20, 0), 3);
+        assert_eq!(log.offsets(), LogOffsets { start: 0, end: 5 });
+        let read = log.read(3, usize::MAX, true).unwrap();
+        let header = BatchHeader::parse(read.records.as_ref().unwrap()).unwrap();
+        assert_eq!(header.base_offset, 3);
+    }
+
+    #[test]
+    fn reads_start_at_the_batch_holding_the_offset() {
+        let log = PartitionLog::new();
+        append(&log, 3, 10, 0);
+        append(&log, 3, 20, 0);
+        append(&log, 3, 30, 0);
+        let read = log.read(4, usize::MAX, true).unwrap();
+        let batches: Vec<_> = protocol::batch::split_batches(read.records.unwrap()).collect();
+        let bases: Vec<i64> = batches.iter().map(|(h, _)| h.base_offset).collect();
+        assert_eq!(bases, vec![3, 6]);
+    }
+
+    #[test]
+    fn max_bytes_cuts_between_batches_but_never_returns_nothing() {
+        let log = PartitionLog::new();
+        append(&log, 1, 10, 100);
+        append(&log, 1, 10, 100);
+        let one = log.read(0, 10, true).unwrap().records.unwrap();
+        assert_eq!(one.len(), protocol::batch::HEADER_LEN + 100);
+        assert!(log.read(0, 10, false).unwrap().records.is_none());
+        let both = log.read(0, 2 * one.len(), false).unwrap().records.unwrap();
+        assert_eq!(both.len(), 2 * one.len());
+    }
+
+    #[test]
+    fn reading_at_the_end_is_empty_and_past_it_is_out_of_range() {
+        let log = PartitionLog::new();
+        append(&log, 2, 10, 0);
+        assert!(log.read(2, 1000, true).unwrap().records.is_none());
+        let err = log.read(3, 1000, true).unwrap_err();
+        assert_eq!(err.offsets, LogOffsets { start: 0, end: 2 });
+        assert!(log.read(-1, 1000, true).is_err());
+    }
+
+    #[test]
+    fn timestamp_lookups_find_the_right_batch() {
+        let log = PartitionLog::new();
+        append(&log, 2, 100, 0);
+        append(&log, 2, 300, 0);
+        append(&log, 2, 200, 0);
+        assert_eq!(log.first_batch_at_or_after(150).unwrap().base_offset, 2);
+        assert_eq!(log.first_batch_at_or_after(50).unwrap().base_offset, 0);
+        assert!(log.first_batch_at_or_after(301).is_none());
+        assert_eq!(log.max_timestamp_batch().unwrap().base_offset, 2);
+    }
+
+    #[tokio::test]
+    async fn an_append_wakes_a_waiting_reader() {
+        let log = std::sync::Arc::new(PartitionLog::new());
+        let waiter = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let notified = log.appended();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if log.offsets().end == 0 {
+                    notified.await;
+                }
+                log.offsets().end
+            })
+        };
+        tokio::task::yield_now().await;
+        append(&log, 4, 10, 0);
+        assert_eq!(waiter.await.unwrap(), 4);
+    }
+}

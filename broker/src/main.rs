@@ -1,0 +1,96 @@
+//! `broker`: run a Kafka-protocol broker until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use broker::{Broker, BrokerConfig};
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// A single-node broker that speaks the Kafka wire protocol.
+///
+/// Example: `broker --listen 127.0.0.1:9092 --auto-create-topics`, then
+/// `kcat -b 127.0.0.1:9092 -L`.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// Address to listen on. Loopback by default; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: SocketAddr,
+    /// Partitions of auto-created topics and of topics created with -1 partitions.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=10_000))]
+    default_partitions: i32,
+    /// Create unknown topics on Metadata (when the client allows it) and on Produce.
+    #[arg(long)]
+    auto_create_topics: bool,
+    /// Largest request frame accepted (Kafka's socket.request.max.bytes).
+    #[arg(long, default_value_t = protocol::frame::DEFAULT_MAX_FRAME_BYTES)]
+    max_request_bytes: usize,
+    /// Largest record batch accepted (Kafka's message.max.bytes).
+    #[arg(long, default_value_t = broker::config::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> ExitCode {
+    let config = BrokerConfig {
+        listen: args.listen,
+        default_partitions: args.default_partitions,
+        auto_create_topics: args.auto_create_topics,
+        max_request_bytes: args.max_request_bytes,
+        max_message_bytes: args.max_message_bytes,
+        ..BrokerConfig::default()
+    };
+    let broker = match Broker::start(config).await {
+        Ok(broker) => broker,
+        Err(e) => {
+            eprintln!(
+                "error: cannot listen on {}: {e} (is another broker running there? pick another port, or 127.0.0.1:0 for a free one)",
+                args.listen
+            );
+            return ExitCode::from(2);
+        }
+    };
+    // The one line on stdout: scripts and tests read the bound address from its last word.
+    println!("broker listening on {}", broker.addr());
+    wait_for_signal().await;
+    broker.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,115 @@
+//! Starting and stopping a broker: bind, accept with a connection limit, drain on shutdown.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::config::BrokerConfig;
+use crate::connection;
+use crate::state::BrokerState;
+use crate::topics::Topics;
+
+/// A running broker. Dropping it stops accepting and closes every connection; `shutdown` does
+/// the same and waits until each connection task has finished.
+#[derive(Debug)]
+pub struct Broker {
+    addr: SocketAddr,
+    state: Arc<BrokerState>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Broker {
+    /// Binds `config.listen` and starts serving on the current tokio runtime.
+    pub async fn start(config: BrokerConfig) -> io::Result<Broker> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(BrokerState {
+            advertised_host: addr.ip().to_string(),
+            advertised_port: addr.port() as i32,
+            cluster_id: format!("workshop-{}", uuid::Uuid::new_v4().simple()),
+            topics: Topics::default(),
+            config,
+        });
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        tasks.spawn(accept_loop(
+            listener,
+            state.clone(),
+            shutdown.clone(),
+            tasks.clone(),
+        ));
+        info!(%addr, "broker listening");
+        Ok(Broker {
+            addr,
+            state,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// The address actually bound (the real port when the config asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, closes every connection after its current request, and waits for them.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    #[doc(hidden)]
+    pub fn state(&self) -> &BrokerState {
+        &self.state
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<BrokerState>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+) {
+    let permits = Arc::new(Semaphore::new(state.config.max_connections));
+    loop {
+        // Wait for a free slot before accepting, so excess clients queue in the kernel's backlog
+        // instead of holding buffers here.
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => permit.expect("semaphore never closed"),
+            _ = shutdown.cancelled() => return,
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let state = state.clone();
+                let shutdown = shutdown.clone();
+                tasks.spawn(async move {
+                    connection::serve(stream, peer, state, shutdown).await;
+                    drop(permit);
+                });
+            }
+            // Running out of file descriptors and the like pass; back off instead of spinning.
+            Err(e) => {
+                warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
