@@ -1,1 +1,178 @@
+//! Helpers for the integration tests in `tests/tests/`: a broker started in-process on port 0, a
+//! raw wire client that sends exactly the request and version a test names, and record batches.
+//!
+//! The raw client speaks through the `kafka-protocol` crate and nothing of ours but framing, so a
+//! test sees the broker's bytes as any Kafka client would.
 
+use std::net::SocketAddr;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::RequestHeader;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use protocol::frame::{finish_frame, read_frame, start_frame, DEFAULT_MAX_FRAME_BYTES};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub use broker::{Broker, BrokerConfig};
+
+/// A broker on `127.0.0.1:0` with `config`'s other settings.
+pub async fn start_broker(config: BrokerConfig) -> Broker {
+    let config = BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..config
+    };
+    Broker::start(config)
+        .await
+        .expect("broker starts on a free port")
+}
+
+/// A broker with the default configuration.
+pub async fn broker() -> Broker {
+    start_broker(BrokerConfig::default()).await
+}
+
+/// A connection that sends requests at explicit versions and reads the answers.
+pub struct RawClient {
+    stream: TcpStream,
+    buffer: BytesMut,
+    next_correlation_id: i32,
+}
+
+impl RawClient {
+    pub async fn connect(addr: SocketAddr) -> Self {
+        Self {
+            stream: TcpStream::connect(addr)
+                .await
+                .expect("connect to the broker"),
+            buffer: BytesMut::new(),
+            next_correlation_id: 1,
+        }
+    }
+
+    /// Sends `request` at `version` and returns the correlation id used.
+    pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+        let mut out = BytesMut::new();
+        let at = start_frame(&mut out);
+        header
+            .encode(&mut out, R::header_version(version))
+            .expect("encode header");
+        request.encode(&mut out, version).expect("encode request");
+        finish_frame(&mut out, at);
+        self.send_bytes(&out).await;
+        correlation_id
+    }
+
+    /// Reads one response to a request of type `R` sent at `version`.
+    pub async fn receive<R: Request>(&mut self, version: i16) -> (i32, R::Response) {
+        let mut frame = self.next_frame().await.expect("a response frame").freeze();
+        let header = kafka_protocol::messages::ResponseHeader::decode(
+            &mut frame,
+            R::Response::header_version(version),
+        )
+        .expect("decode response header");
+        let body = R::Response::decode(&mut frame, version).expect("decode response body");
+        (header.correlation_id, body)
+    }
+
+    /// Sends a request and reads its response, checking the correlation id.
+    pub async fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
+        let sent = self.send(request, version).await;
+        let (received, response) = self.receive::<R>(version).await;
+        assert_eq!(sent, received, "responses come back in request order");
+        response
+    }
+
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream
+            .write_all(bytes)
+            .await
+            .expect("write to the broker");
+    }
+
+    /// The next frame, or `None` when the broker closed the connection.
+    pub async fn next_frame(&mut self) -> Option<BytesMut> {
+        read_frame(&mut self.stream, &mut self.buffer, DEFAULT_MAX_FRAME_BYTES)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// True when the broker closes the connection without sending anything more.
+    pub async fn closed_by_broker(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.stream.read(&mut byte).await, Ok(0) | Err(_))
+    }
+}
+
+/// One record for [`batch`]: key, value, timestamp.
+pub type TestRecord<'a> = (Option<&'a str>, &'a str, i64);
+
+/// Encodes records as ONE v2 batch, as a producer would send it. Offsets `i` and sequences
+/// `i - 1` keep the crate's encoder from splitting a non-idempotent batch per record.
+pub fn batch(records: &[TestRecord<'_>], compression: Compression) -> Bytes {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, &(key, value, timestamp))| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            delete_horizon: false,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp,
+            key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+            value: Some(Bytes::copy_from_slice(value.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut out, &records, &options).expect("encode batch");
+    out.freeze()
+}
+
+/// `n` uncompressed records with values `v0..`, no keys, timestamps 1000, 1001, ...
+pub fn values(n: usize) -> Bytes {
+    let values: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+    let records: Vec<TestRecord<'_>> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (None, v.as_str(), 1000 + i as i64))
+        .collect();
+    batch(&records, Compression::None)
+}
+
+/// Decodes fetched record data into `(offset, key, value)`.
+pub fn decode_records(data: &Bytes) -> Vec<(i64, Option<String>, String)> {
+    let mut data = data.clone();
+    let batches = RecordBatchDecoder::decode_all(&mut data).expect("decode fetched batches");
+    batches
+        .into_iter()
+        .flat_map(|b| b.records)
+        .map(|r| {
+            let text = |b: Bytes| String::from_utf8_lossy(&b).into_owned();
+            (
+                r.offset,
+                r.key.map(text),
+                r.value.map(text).unwrap_or_default(),
+            )
+        })
+        .collect()
+}

@@ -133,11 +133,12 @@ pub fn describe_configs(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
+            // Null or empty: every config.
             let wanted = |name: &str| {
                 resource
                     .configuration_keys
                     .as_ref()
-                    .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+                    .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
             };
             match resource.resource_type {
                 RESOURCE_TOPIC => match state.topics.get(&resource.resource_name) {
