@@ -2,6 +2,8 @@
 
 use std::net::SocketAddr;
 
+use crate::faults::Fault;
+
 /// Kafka's `message.max.bytes` default: the largest record batch a produce may carry.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
 
@@ -21,6 +23,8 @@ pub struct BrokerConfig {
     pub max_message_bytes: usize,
     /// Connections served at once; further ones wait in the accept queue.
     pub max_connections: usize,
+    /// Faults in force from the start (more can be added through [`crate::Broker::faults`]).
+    pub faults: Vec<Fault>,
 }
 
 impl Default for BrokerConfig {
@@ -33,6 +37,7 @@ impl Default for BrokerConfig {
             max_request_bytes: protocol::frame::DEFAULT_MAX_FRAME_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_connections: 4096,
+            faults: Vec::new(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub async fn serve(
     let (mut reader, mut writer) = stream.into_split();
     let mut buffer = BytesMut::with_capacity(4096);
     let cap = state.config.max_request_bytes;
+    let mut answered: u64 = 0;
     loop {
         let frame = tokio::select! {
             frame = tokio::time::timeout(MAX_IDLE, read_frame(&mut reader, &mut buffer, cap)) => frame,
@@ -53,10 +54,20 @@ pub async fn serve(
                 return;
             }
         };
+        let api = protocol::versions::HeaderPrefix::peek(&frame)
+            .and_then(|h| kafka_protocol::messages::ApiKey::try_from(h.api_key).ok());
         match handler::handle(&state, frame).await {
             Reply::Frame(out) => {
+                if let Some(delay) = api.and_then(|api| state.faults.delay(api)) {
+                    tokio::time::sleep(delay).await;
+                }
                 if let Err(e) = writer.write_all(&out).await {
                     debug!(%peer, "write failed: {e}");
+                    return;
+                }
+                answered += 1;
+                if state.faults.close_after().is_some_and(|n| answered >= n) {
+                    info!(%peer, "closing connection: fault injection after {answered} requests");
                     return;
                 }
             }

@@ -18,8 +18,10 @@
 
 pub mod config;
 mod connection;
+pub mod faults;
 mod handler;
 pub mod log;
+pub mod producer;
 mod server;
 mod state;
 pub mod topics;

@@ -6,8 +6,12 @@
 //! never wait for each other.
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use protocol::batch::{set_base_offset, BatchHeader};
+use tracing::debug;
+
+use crate::producer::{SequenceVerdict, SequenceWindows};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
@@ -51,6 +55,28 @@ struct LogState {
     end: i64,
     /// Sum of stored batch sizes.
     bytes: usize,
+    /// Idempotent producers' sequence windows; checked and updated under the same lock as the
+    /// append, so a retry racing its original cannot slip in twice.
+    sequences: SequenceWindows,
+    /// Retries of idempotent batches answered without appending.
+    duplicates_absorbed: u64,
+}
+
+/// Where an append went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// Written at this base offset.
+    New(i64),
+    /// An idempotent retry of a batch already written at this base offset; nothing was written.
+    Duplicate(i64),
+}
+
+impl Appended {
+    pub fn base_offset(self) -> i64 {
+        match self {
+            Appended::New(offset) | Appended::Duplicate(offset) => offset,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -78,12 +104,32 @@ impl PartitionLog {
         self.state.lock().bytes
     }
 
-    /// Appends a batch already validated by the caller and returns its base offset. The bytes are
-    /// copied once, so the stored batch does not keep the whole request frame alive.
-    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> i64 {
+    /// Retries absorbed by the idempotence check so far.
+    pub fn duplicates_absorbed(&self) -> u64 {
+        self.state.lock().duplicates_absorbed
+    }
+
+    /// Appends a batch already validated by the caller. The bytes are copied once, so the stored
+    /// batch does not keep the whole request frame alive. A batch of an idempotent producer is
+    /// first checked against its sequence window.
+    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<Appended, ResponseError> {
         let mut data = BytesMut::from(batch);
+        let idempotent = header.producer_id >= 0;
         let base_offset = {
             let mut state = self.state.lock();
+            if idempotent {
+                if let SequenceVerdict::Duplicate { base_offset } = state.sequences.check(header)? {
+                    state.duplicates_absorbed += 1;
+                    debug!(
+                        producer_id = header.producer_id,
+                        epoch = header.producer_epoch,
+                        sequence = header.base_sequence,
+                        base_offset,
+                        "duplicate batch absorbed"
+                    );
+                    return Ok(Appended::Duplicate(base_offset));
+                }
+            }
             let base_offset = state.end;
             set_base_offset(&mut data, base_offset);
             let last_offset = base_offset + header.last_offset_delta as i64;
@@ -95,10 +141,13 @@ impl PartitionLog {
                 data: data.freeze(),
             });
             state.end = last_offset + 1;
+            if idempotent {
+                state.sequences.record(header, base_offset);
+            }
             base_offset
         };
         self.appended.notify_waiters();
-        base_offset
+        Ok(Appended::New(base_offset))
     }
 
     /// A future that completes at the next append. Create (and `enable`) it before reading, so an
@@ -193,8 +242,23 @@ mod tests {
     }
 
     fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
-        let (bytes, header) = batch(count, ts, filler);
-        log.append(&bytes, &header)
+        let (mut bytes, _) = batch(count, ts, filler);
+        bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
+        let header = BatchHeader::parse(&bytes).unwrap();
+        log.append(&bytes, &header).unwrap().base_offset()
+    }
+
+    #[test]
+    fn an_idempotent_retry_is_answered_with_the_original_offset_and_not_stored() {
+        let log = PartitionLog::new();
+        append(&log, 2, 10, 0);
+        let (mut bytes, _) = batch(3, 10, 0);
+        bytes[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id 5, epoch 0, sequence 0
+        let header = BatchHeader::parse(&bytes).unwrap();
+        assert_eq!(log.append(&bytes, &header), Ok(Appended::New(2)));
+        assert_eq!(log.append(&bytes, &header), Ok(Appended::Duplicate(2)));
+        assert_eq!(log.offsets().end, 5);
+        assert_eq!(log.duplicates_absorbed(), 1);
     }
 
     #[test]

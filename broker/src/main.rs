@@ -29,6 +29,10 @@ struct Args {
     /// Largest record batch accepted (Kafka's message.max.bytes).
     #[arg(long, default_value_t = broker::config::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
+    /// Inject a fault, repeatable: drop-ack[:topic=T,partition=N,count=N|probability=P,seed=S],
+    /// delay:ms=N[,api=produce], close-after:requests=N.
+    #[arg(long = "fault", value_name = "SPEC")]
+    faults: Vec<broker::faults::Fault>,
 }
 
 fn main() -> ExitCode {
@@ -56,6 +60,7 @@ async fn run(args: Args) -> ExitCode {
         auto_create_topics: args.auto_create_topics,
         max_request_bytes: args.max_request_bytes,
         max_message_bytes: args.max_message_bytes,
+        faults: args.faults,
         ..BrokerConfig::default()
     };
     let broker = match Broker::start(config).await {

@@ -12,6 +12,8 @@ use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
 use crate::connection;
+use crate::faults::Faults;
+use crate::producer::ProducerIds;
 use crate::state::BrokerState;
 use crate::topics::Topics;
 
@@ -30,11 +32,17 @@ impl Broker {
     pub async fn start(config: BrokerConfig) -> io::Result<Broker> {
         let listener = TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
+        let faults = Arc::new(Faults::default());
+        for fault in &config.faults {
+            faults.add(fault.clone());
+        }
         let state = Arc::new(BrokerState {
             advertised_host: addr.ip().to_string(),
             advertised_port: addr.port() as i32,
             cluster_id: format!("workshop-{}", uuid::Uuid::new_v4().simple()),
             topics: Topics::default(),
+            producer_ids: ProducerIds::default(),
+            faults,
             config,
         });
         let shutdown = CancellationToken::new();
@@ -64,6 +72,11 @@ impl Broker {
         self.shutdown.cancel();
         self.tasks.close();
         self.tasks.wait().await;
+    }
+
+    /// The faults in force; add or clear them while the broker runs.
+    pub fn faults(&self) -> Arc<Faults> {
+        self.state.faults.clone()
     }
 
     #[doc(hidden)]

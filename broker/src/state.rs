@@ -1,6 +1,10 @@
 //! What every request handler reads: the configuration, our identity, and the topics.
 
+use std::sync::Arc;
+
 use crate::config::BrokerConfig;
+use crate::faults::Faults;
+use crate::producer::ProducerIds;
 use crate::topics::Topics;
 
 #[derive(Debug)]
@@ -12,6 +16,8 @@ pub struct BrokerState {
     /// Kafka's cluster ids are 22-character base64 UUIDs; any stable string works for clients.
     pub cluster_id: String,
     pub topics: Topics,
+    pub producer_ids: ProducerIds,
+    pub faults: Arc<Faults>,
 }
 
 impl BrokerState {

@@ -36,6 +36,7 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::CreateTopics, 2, 2, 7),
     api(ApiKey::DeleteTopics, 1, 1, 5),
     api(ApiKey::DescribeConfigs, 1, 1, 4),
+    api(ApiKey::InitProducerId, 0, 0, 4),
     api(ApiKey::CreatePartitions, 0, 0, 3),
 ];
 
@@ -89,6 +90,7 @@ mod tests {
                 ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
                 ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
+                ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
                 other => panic!("no decoder listed for {other:?}"),
             };
             assert!(

@@ -117,9 +117,33 @@ impl RawClient {
 /// One record for [`batch`]: key, value, timestamp.
 pub type TestRecord<'a> = (Option<&'a str>, &'a str, i64);
 
-/// Encodes records as ONE v2 batch, as a producer would send it. Offsets `i` and sequences
-/// `i - 1` keep the crate's encoder from splitting a non-idempotent batch per record.
+/// Encodes records as ONE v2 batch, as a non-idempotent producer would send it.
 pub fn batch(records: &[TestRecord<'_>], compression: Compression) -> Bytes {
+    encode_batch(records, compression, None)
+}
+
+/// An idempotent producer's identity on a batch: producer id, epoch, base sequence.
+#[derive(Debug, Clone, Copy)]
+pub struct ProducerStamp {
+    pub id: i64,
+    pub epoch: i16,
+    pub base_sequence: i32,
+}
+
+/// Records as ONE v2 batch stamped with an idempotent producer's id, epoch and sequences.
+pub fn idempotent_batch(records: &[TestRecord<'_>], stamp: ProducerStamp) -> Bytes {
+    encode_batch(records, Compression::None, Some(stamp))
+}
+
+/// The crate's encoder starts a new batch whenever `offset - sequence` changes, so record `i`
+/// gets offset `i` and sequence `base + i` (or `i - 1` without a producer, for baseSequence -1).
+fn encode_batch(
+    records: &[TestRecord<'_>],
+    compression: Compression,
+    stamp: Option<ProducerStamp>,
+) -> Bytes {
+    let (producer_id, producer_epoch, base_sequence) =
+        stamp.map_or((-1, -1, -1), |s| (s.id, s.epoch, s.base_sequence));
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -127,12 +151,12 @@ pub fn batch(records: &[TestRecord<'_>], compression: Compression) -> Bytes {
             transactional: false,
             control: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             delete_horizon: false,
             offset: i as i64,
-            sequence: i as i32 - 1,
+            sequence: base_sequence.wrapping_add(i as i32),
             timestamp,
             key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
             value: Some(Bytes::copy_from_slice(value.as_bytes())),

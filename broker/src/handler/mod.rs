@@ -7,6 +7,7 @@
 mod admin;
 mod api_versions;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -81,11 +82,12 @@ pub async fn handle(state: &BrokerState, frame: Bytes) -> Reply {
         RequestKind::Produce(r) => match produce::handle(state, r, version) {
             produce::ProduceReply::Respond(response) => ResponseKind::Produce(response),
             produce::ProduceReply::Silent => return Reply::Silent,
-            produce::ProduceReply::Close => {
-                return Reply::Close("a produce with acks=0 failed".into())
-            }
+            produce::ProduceReply::Close(reason) => return Reply::Close(reason.into()),
         },
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, r).await),
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(state, r))
+        }
         other => return Reply::Close(format!("no handler for {other:?}")),
     };
     encode(header.correlation_id, key, version, &response)

@@ -20,14 +20,15 @@ pub enum ProduceReply {
     Respond(ProduceResponse),
     /// `acks=0`: no response at all.
     Silent,
-    /// `acks=0` with a failed partition: Kafka closes the connection, the only signal such a
-    /// producer can get.
-    Close,
+    /// Close the connection without answering: `acks=0` with a failed partition (Kafka's only
+    /// signal to such a producer), or an injected lost acknowledgement.
+    Close(&'static str),
 }
 
 pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> ProduceReply {
     let acks_valid = matches!(request.acks, -1..=1);
     let mut failed = false;
+    let mut ack_lost = false;
     let responses: Vec<TopicProduceResponse> = request
         .topic_data
         .into_iter()
@@ -50,6 +51,9 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
                     } else {
                         Err((ResponseError::InvalidRequiredAcks, None))
                     };
+                    if outcome.is_ok() {
+                        ack_lost |= state.faults.drop_ack(&data.name, index);
+                    }
                     match outcome {
                         Ok((base_offset, log_start_offset)) => PartitionProduceResponse::default()
                             .with_index(index)
@@ -74,9 +78,14 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
                 .with_partition_responses(partition_responses)
         })
         .collect();
+    if ack_lost {
+        return ProduceReply::Close(
+            "fault injection: produce acknowledgement dropped after append",
+        );
+    }
     match (request.acks, failed) {
         (0, false) => ProduceReply::Silent,
-        (0, true) => ProduceReply::Close,
+        (0, true) => ProduceReply::Close("a produce with acks=0 failed"),
         _ => ProduceReply::Respond(ProduceResponse::default().with_responses(responses)),
     }
 }
@@ -133,6 +142,14 @@ fn append(
             Some("transactional and control batches need the transaction APIs, which this broker does not offer".into()),
         ));
     }
-    let base_offset = log.append(&records, &header);
-    Ok((base_offset, log.offsets().start))
+    // A newer epoch of this producer id exists: the writer is a zombie of a restarted instance.
+    if header.producer_id >= 0
+        && state
+            .producer_ids
+            .is_fenced(header.producer_id, header.producer_epoch)
+    {
+        return Err((ResponseError::InvalidProducerEpoch, None));
+    }
+    let appended = log.append(&records, &header).map_err(|e| (e, None))?;
+    Ok((appended.base_offset(), log.offsets().start))
 }

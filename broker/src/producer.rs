@@ -1,0 +1,281 @@
+//! Idempotent producers: producer ids, epochs, and the per-partition sequence window that turns a
+//! retried batch into a no-op instead of a duplicate.
+//!
+//! Kafka's rules (`ProducerAppendInfo`, `ProducerStateEntry`): per (producer id, partition) the
+//! broker keeps the current epoch and the last five batches. A batch equal to one of them is a
+//! retry whose acknowledgement was lost: it is answered with the original offset and not appended.
+//! Five is also why producers keep at most five requests in flight per partition.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use dashmap::DashMap;
+use kafka_protocol::ResponseError;
+use protocol::batch::BatchHeader;
+
+/// Kafka's `NUM_BATCHES_TO_RETAIN`.
+pub const RETAINED_BATCHES: usize = 5;
+
+/// One appended batch as the window remembers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RetainedBatch {
+    first_sequence: i32,
+    last_sequence: i32,
+    base_offset: i64,
+}
+
+/// What one producer id has written to one partition.
+#[derive(Debug, Clone, Default)]
+pub struct ProducerEntry {
+    epoch: i16,
+    batches: VecDeque<RetainedBatch>,
+}
+
+/// The sequence window of one partition: producer id to its entry.
+#[derive(Debug, Default)]
+pub struct SequenceWindows {
+    entries: HashMap<i64, ProducerEntry>,
+}
+
+/// What to do with an idempotent batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceVerdict {
+    /// New data in sequence: append it, then [`SequenceWindows::record`] it.
+    Append,
+    /// A retry of a batch already in the log at this base offset.
+    Duplicate { base_offset: i64 },
+}
+
+/// The sequence that follows `last`, wrapping past `i32::MAX` to 0 as Kafka does.
+fn next_sequence(last: i32) -> i32 {
+    if last == i32::MAX {
+        0
+    } else {
+        last + 1
+    }
+}
+
+impl SequenceWindows {
+    /// Checks a batch of an idempotent producer (`producer_id >= 0`) against the window, in
+    /// Kafka's order: fenced epoch, retained duplicate, new epoch starting at 0, next sequence.
+    pub fn check(&self, header: &BatchHeader) -> Result<SequenceVerdict, ResponseError> {
+        let Some(entry) = self.entries.get(&header.producer_id) else {
+            // No state (a new producer here, or state expired): Kafka accepts any sequence.
+            return Ok(SequenceVerdict::Append);
+        };
+        let epoch = header.producer_epoch;
+        if epoch < entry.epoch {
+            return Err(ResponseError::InvalidProducerEpoch);
+        }
+        let (first, last) = (header.base_sequence, header.last_sequence());
+        if epoch == entry.epoch {
+            if let Some(retained) = entry
+                .batches
+                .iter()
+                .find(|b| b.first_sequence == first && b.last_sequence == last)
+            {
+                return Ok(SequenceVerdict::Duplicate {
+                    base_offset: retained.base_offset,
+                });
+            }
+            let expected = entry.batches.back().map(|b| next_sequence(b.last_sequence));
+            if expected.is_some_and(|expected| first != expected) {
+                return Err(ResponseError::OutOfOrderSequenceNumber);
+            }
+        } else if first != 0 {
+            // A bumped epoch (KIP-360) starts its sequences over.
+            return Err(ResponseError::OutOfOrderSequenceNumber);
+        }
+        Ok(SequenceVerdict::Append)
+    }
+
+    /// Remembers a batch appended at `base_offset` after [`check`](Self::check) said `Append`.
+    pub fn record(&mut self, header: &BatchHeader, base_offset: i64) {
+        let entry = self.entries.entry(header.producer_id).or_default();
+        if header.producer_epoch != entry.epoch {
+            entry.epoch = header.producer_epoch;
+            entry.batches.clear();
+        }
+        if entry.batches.len() == RETAINED_BATCHES {
+            entry.batches.pop_front();
+        }
+        entry.batches.push_back(RetainedBatch {
+            first_sequence: header.base_sequence,
+            last_sequence: header.last_sequence(),
+            base_offset,
+        });
+    }
+}
+
+/// Allocates producer ids and keeps the epoch of each transactional id, the fencing token that
+/// lets a restarted instance shut out its zombie predecessor.
+#[derive(Debug, Default)]
+pub struct ProducerIds {
+    next_id: AtomicI64,
+    by_transactional_id: DashMap<String, (i64, i16)>,
+    /// The newest epoch handed out for each producer id of a transactional id.
+    current_epoch: DashMap<i64, i16>,
+}
+
+impl ProducerIds {
+    /// InitProducerId: a fresh id at epoch 0 without a transactional id; with one, the same id at
+    /// the next epoch (a new id once the epoch would overflow, as Kafka does).
+    pub fn init(&self, transactional_id: Option<&str>) -> Result<(i64, i16), ResponseError> {
+        let Some(transactional_id) = transactional_id else {
+            return Ok((self.allocate(), 0));
+        };
+        if transactional_id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let mut slot = self
+            .by_transactional_id
+            .entry(transactional_id.to_string())
+            .or_insert_with(|| (self.allocate(), -1));
+        let (id, epoch) = *slot;
+        let next = if epoch == i16::MAX - 1 {
+            (self.allocate(), 0)
+        } else {
+            (id, epoch + 1)
+        };
+        *slot = next;
+        self.current_epoch.insert(next.0, next.1);
+        Ok(next)
+    }
+
+    fn allocate(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// True when a newer epoch of this producer id has been handed out: the writer is a zombie.
+    pub fn is_fenced(&self, producer_id: i64, epoch: i16) -> bool {
+        self.current_epoch
+            .get(&producer_id)
+            .is_some_and(|current| epoch < *current)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(producer_id: i64, epoch: i16, base_sequence: i32, records: i32) -> BatchHeader {
+        BatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: records - 1,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id,
+            producer_epoch: epoch,
+            base_sequence,
+            record_count: records,
+        }
+    }
+
+    /// Appends batches of 2 records with sequences 0-1, 2-3, ... at offsets 0, 2, ...
+    fn window_with(batches: i32) -> SequenceWindows {
+        let mut window = SequenceWindows::default();
+        for i in 0..batches {
+            let h = header(7, 0, 2 * i, 2);
+            assert_eq!(window.check(&h), Ok(SequenceVerdict::Append));
+            window.record(&h, 2 * i as i64);
+        }
+        window
+    }
+
+    #[test]
+    fn in_order_batches_are_appended() {
+        let window = window_with(3);
+        assert_eq!(
+            window.check(&header(7, 0, 6, 1)),
+            Ok(SequenceVerdict::Append)
+        );
+    }
+
+    #[test]
+    fn a_retry_of_each_of_the_last_five_batches_is_a_duplicate_with_its_offset() {
+        let window = window_with(7);
+        // Batches 2..=6 are retained; 0 and 1 have left the window.
+        for i in 2..7 {
+            assert_eq!(
+                window.check(&header(7, 0, 2 * i, 2)),
+                Ok(SequenceVerdict::Duplicate {
+                    base_offset: 2 * i as i64
+                })
+            );
+        }
+        assert_eq!(
+            window.check(&header(7, 0, 2, 2)),
+            Err(ResponseError::OutOfOrderSequenceNumber)
+        );
+    }
+
+    #[test]
+    fn a_gap_is_out_of_order() {
+        let window = window_with(2);
+        assert_eq!(
+            window.check(&header(7, 0, 5, 1)),
+            Err(ResponseError::OutOfOrderSequenceNumber)
+        );
+    }
+
+    #[test]
+    fn an_older_epoch_is_fenced_and_a_newer_one_starts_at_zero() {
+        let mut window = window_with(1);
+        let bumped = header(7, 1, 0, 1);
+        assert_eq!(window.check(&bumped), Ok(SequenceVerdict::Append));
+        assert_eq!(
+            window.check(&header(7, 1, 3, 1)),
+            Err(ResponseError::OutOfOrderSequenceNumber)
+        );
+        window.record(&bumped, 2);
+        assert_eq!(
+            window.check(&header(7, 0, 2, 1)),
+            Err(ResponseError::InvalidProducerEpoch)
+        );
+    }
+
+    #[test]
+    fn sequences_wrap_past_i32_max() {
+        let mut window = SequenceWindows::default();
+        let near_end = header(7, 0, i32::MAX - 1, 2);
+        window.record(&near_end, 0);
+        assert_eq!(
+            window.check(&header(7, 0, 0, 1)),
+            Ok(SequenceVerdict::Append)
+        );
+        assert_eq!(
+            window.check(&header(7, 0, i32::MAX - 1, 2)),
+            Ok(SequenceVerdict::Duplicate { base_offset: 0 })
+        );
+        // A batch spanning the wrap ends at sequence 1.
+        let spanning = header(7, 0, i32::MAX, 3);
+        assert_eq!(spanning.last_sequence(), 1);
+    }
+
+    #[test]
+    fn unknown_producers_start_anywhere() {
+        let window = SequenceWindows::default();
+        assert_eq!(
+            window.check(&header(9, 3, 42, 1)),
+            Ok(SequenceVerdict::Append)
+        );
+    }
+
+    #[test]
+    fn producer_ids_and_transactional_epochs() {
+        let ids = ProducerIds::default();
+        assert_eq!(ids.init(None), Ok((0, 0)));
+        assert_eq!(ids.init(None), Ok((1, 0)));
+        assert_eq!(ids.init(Some("")), Err(ResponseError::InvalidRequest));
+        assert_eq!(ids.init(Some("billing")), Ok((2, 0)));
+        assert_eq!(ids.init(Some("billing")), Ok((2, 1)));
+        assert!(ids.is_fenced(2, 0));
+        assert!(!ids.is_fenced(2, 1));
+        assert!(!ids.is_fenced(0, 0));
+    }
+}
