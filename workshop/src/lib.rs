@@ -1,1 +1,111 @@
+//! The `workshop` labs: each one causes, on demand and deterministically, a failure that
+//! partitioning brings, measures it, and says whether it appeared.
+//!
+//! Module map:
+//! - [`lab`]: what a lab is (the [`lab::Lab`] trait), what it gets to run ([`lab::LabContext`])
+//!   and how it fails ([`lab::LabError`]).
+//! - [`labs`]: the registry, one line per lab, and the labs themselves (one folder each).
+//! - [`cli`]: the command line, assembled from the registry; options every lab shares.
+//! - [`report`]: narration for people (phases, tables, summary, on stderr), and the report for
+//!   machines (one JSON object on stdout, and the verdict as the exit code).
+//!
+//! The binary is thin: [`run`] does everything that tests also want to do in-process, and
+//! [`Outcome::emit`] prints the result and turns it into an exit code.
+//!
+//! ```no_run
+//! // An integration test runs a lab in-process and reads its figures:
+//! let outcome = workshop::run(["rehash", "--check", "--keys", "20000"]).unwrap();
+//! let report = outcome.report().unwrap();
+//! assert!(report.shown);
+//! println!("{}", report.figures["mod_3_to_4_kept_of_12"]);
+//! ```
 
+pub mod cli;
+pub mod lab;
+pub mod labs;
+pub mod report;
+
+use std::ffi::OsString;
+use std::io::Write;
+
+pub use lab::{LabContext, LabError};
+pub use report::LabReport;
+
+/// What one invocation produced.
+#[derive(Debug)]
+pub enum Outcome {
+    /// `workshop list`: each lab's name and one-line summary.
+    List(Vec<(&'static str, &'static str)>),
+    /// A lab ran to its verdict. `json` is whether the report goes to stdout.
+    Lab { report: LabReport, json: bool },
+}
+
+impl Outcome {
+    /// The lab's report, if a lab ran.
+    pub fn report(&self) -> Option<&LabReport> {
+        match self {
+            Outcome::Lab { report, .. } => Some(report),
+            Outcome::List(_) => None,
+        }
+    }
+
+    /// Writes what belongs on stdout (the list, or the JSON report when asked for) and returns
+    /// the exit code: 0 when the lab showed its phenomenon, 1 when it did not.
+    pub fn emit(&self, stdout: &mut dyn Write) -> std::io::Result<u8> {
+        match self {
+            Outcome::List(labs) => {
+                let width = labs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+                for (name, summary) in labs {
+                    writeln!(stdout, "{name:width$}  {summary}")?;
+                }
+                Ok(0)
+            }
+            Outcome::Lab { report, json } => {
+                if *json {
+                    writeln!(stdout, "{}", report.to_json())?;
+                }
+                Ok(report.exit_code())
+            }
+        }
+    }
+}
+
+/// Why an invocation did not reach a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The command line was not understood (or asked for help, which clap reports the same way).
+    #[error("{}", cli::one_line(.0))]
+    Usage(#[from] clap::Error),
+    /// The lab could not run.
+    #[error(transparent)]
+    Lab(#[from] LabError),
+}
+
+/// Parses `args` (without the program name) and runs what they ask for, in-process.
+///
+/// Narration goes to stderr unless `--check` is given; nothing is written to stdout here (see
+/// [`Outcome::emit`]), so tests can call this directly.
+pub fn run<I, T>(args: I) -> Result<Outcome, RunError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    match cli::parse(args)? {
+        cli::Invocation::List => Ok(Outcome::List(
+            labs::LABS
+                .iter()
+                .map(|lab| (lab.name, lab.summary))
+                .collect(),
+        )),
+        cli::Invocation::Lab {
+            entry,
+            common,
+            matches,
+        } => {
+            let json = common.json;
+            let mut ctx = LabContext::from_common(&common);
+            let report = entry.run(&matches, &mut ctx)?;
+            Ok(Outcome::Lab { report, json })
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The labs, and the registry that makes each one a subcommand and a line of `workshop list`.
+//!
+//! Adding a lab: a module here (one file or folder) with a type implementing [`crate::lab::Lab`],
+//! and one line in [`LABS`].
+
+pub mod rehash;
+
+use crate::lab::LabEntry;
+
+/// Every lab, in the order `workshop list` shows them.
+pub const LABS: &[LabEntry] = &[LabEntry::of::<rehash::Rehash>()];

@@ -1,0 +1,497 @@
+//! The narration of lab `rehash`: each phase's opening and evidence, and the summary.
+//! Every number shown is passed in from what the lab computed.
+
+use super::compare::Spec;
+use super::figures::{Figures, Refusal, SchemeRow, SpreadLaw};
+use super::measure::Measurement;
+use super::plan::Plan;
+use super::schemes::{node_name, NodeId};
+use super::worked::{mod_cycle, Cycle, JumpProbe, RingExample};
+use crate::report::{percent, Align, Narrator, Phase, Summary, Table};
+
+/// Nodes shown in the per-node table; the rest are summarised by the spread columns.
+const NODES_SHOWN: usize = 12;
+
+/// The seeds' mod N cases (seed 004's 3 to 4; seed 003's 4 to 5, 10 to 11 and the memcached
+/// tier's 8 to 7) and this run's change, if it is not one of them.
+pub fn cycles_to_show(from: u32, to: u32) -> Vec<Cycle> {
+    let mut pairs = vec![(3, 4), (4, 5), (10, 11), (8, 7)];
+    if !pairs.contains(&(from, to)) {
+        pairs.push((from, to));
+    }
+    pairs.into_iter().map(|(a, b)| mod_cycle(a, b)).collect()
+}
+
+pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cycle]) {
+    n.phase(Phase {
+        title: "mod N: twelve values, three shards, then four",
+        about: "Seed 004 routes users with shard = hash(userId) % shardCount. Take the hash values 0 to 11\n\
+                (a full cycle of both 3 and 4) and add a fourth shard. A value keeps its shard only if\n\
+                h % 3 == h % 4.",
+        predict: "how many of the twelve keep their shard?",
+    });
+    let mut table = Table::new(&[
+        ("hash", Align::Right),
+        ("% 3", Align::Right),
+        ("% 4", Align::Right),
+        ("kept", Align::Left),
+    ]);
+    for &(v, a, b) in values {
+        table.row([
+            v.to_string(),
+            a.to_string(),
+            b.to_string(),
+            keep_mark(a == b),
+        ]);
+    }
+    n.table(&table);
+    let kept = values.iter().filter(|(_, a, b)| a == b).count();
+    n.say(&format!(
+        "{kept} of {} keep their shard. Over a full cycle of lcm(N, M) hash values the share is exact:",
+        values.len()
+    ));
+    let mut table = Table::new(&[
+        ("change", Align::Left),
+        ("cycle", Align::Right),
+        ("kept", Align::Right),
+        ("moved", Align::Right),
+    ]);
+    for c in cycles {
+        table.row([
+            format!("{} to {}", c.from, c.to),
+            c.cycle.to_string(),
+            c.kept.to_string(),
+            percent(c.moved_fraction),
+        ]);
+    }
+    n.table(&table);
+    n.say("N to N+1 keeps only 1/(N+1) of keys in place.");
+    if let Some(storm) = cycles.iter().find(|c| (c.from, c.to) == (8, 7)) {
+        n.say(&format!(
+            "Seed 003's cache storm: a memcached tier of 8 loses a node, the client switches to mod 7,\n\
+             and {} of keys miss at once; the hit ratio falls from 0.968 to 0.121 and the database\n\
+             behind it runs out of connections.",
+            percent(storm.moved_fraction)
+        ));
+    }
+}
+
+pub fn ring_by_hand(n: &mut Narrator, ex: &RingExample) {
+    n.phase(Phase {
+        title: "A ring by hand (seed 004)",
+        about: "Positions 0 to 99. A sits at 20, B at 50, C at 80. A hash belongs to the first node at or\n\
+                after it; past 99 the search wraps to 0. Now D joins at 40.",
+        predict: "which hashes change owner, and to whom? Where do 35 and 90 go?",
+    });
+    let mut table = Table::new(&[
+        ("hash", Align::Right),
+        ("owner before D", Align::Left),
+        ("owner after D", Align::Left),
+    ]);
+    for (h, before, after) in &ex.samples {
+        let moved = if before == after { "" } else { "  (moved)" };
+        table.row([h.to_string(), before.clone(), format!("{after}{moved}")]);
+    }
+    n.table(&table);
+    n.say(&format!(
+        "D owns {}: {} of the 100 positions changed owner, {}. A hash of 35 now belongs to {};\n\
+         90 wraps past the end to {}. A new position takes one arc from one neighbour; nothing else moves.",
+        ex.d_owns,
+        ex.moved_positions,
+        if ex.moved_only_to_d { "all of them to D" } else { "not all of them to D" },
+        ex.owner_of_35,
+        ex.owner_of_90
+    ));
+}
+
+pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
+    let change = if plan.added.is_empty() {
+        format!(
+            "{} leave{}",
+            names(&plan.removed),
+            if plan.removed.len() == 1 { "s" } else { "" }
+        )
+    } else {
+        format!(
+            "{} join{}",
+            names(&plan.added),
+            if plan.added.len() == 1 { "s" } else { "" }
+        )
+    };
+    let about = format!(
+        "{} seeded keys, {} nodes, then {change}. Each scheme routes every key before and after:\n\
+         - mod N: hash % N.\n\
+         - ring: v tokens per node at the hashes of node-3#0, node-3#1, ...; the first token at or\n\
+         \x20 after the key's hash owns it.\n\
+         - rendezvous: every node scores the key, the highest score wins.\n\
+         - jump: Lamping and Veach's jump consistent hash over buckets 0 to n-1.\n\
+         - fixed slots: hash % 4096 picks a slot, a placement table picks its node (seed 004);\n\
+         \x20 Kafka: murmur2 % {} picks a partition, as Kafka's producer does, and brokers hold\n\
+         \x20 whole partitions.\n\
+         No scheme can move fewer than {} of the keys: the share the change takes from the old nodes.",
+        thousands(plan.keys),
+        plan.from.len(),
+        plan.partitions,
+        percent(ideal)
+    );
+    n.phase(Phase {
+        title: "Every scheme, the same keys, the same change",
+        about: &about,
+        predict: "which schemes move about the minimum? Which spreads keys least evenly?",
+    });
+}
+
+pub fn lineup_evidence(
+    n: &mut Narrator,
+    plan: &Plan,
+    measured: &[(Spec, Measurement)],
+    refused: &[Refusal],
+    ideal: f64,
+    law: &[SpreadLaw],
+) {
+    let mut table = Table::new(&[
+        ("scheme", Align::Left),
+        ("moved", Align::Right),
+        ("between survivors", Align::Right),
+        ("max/avg", Align::Right),
+        ("stddev/avg", Align::Right),
+        ("lookup", Align::Right),
+        ("state", Align::Right),
+    ]);
+    for (spec, m) in measured {
+        table.row([
+            spec.label(),
+            percent(m.moved_fraction()),
+            percent(m.moved_between_survivors_fraction()),
+            format!("{:.3}", m.spread.max_over_avg),
+            percent(m.spread.stddev_over_avg),
+            format!("{:.0} ns", m.lookup_ns),
+            bytes(m.state_bytes),
+        ]);
+    }
+    n.table(&table);
+    say_refusals(n, refused);
+    n.say(&format!(
+        "moved: keys whose node changed (minimum {}). between survivors: moves between two nodes present\n\
+         before and after, never needed. max/avg and stddev/avg: keys per node after the change.\n\
+         lookup: wall time per key on this machine and build, reported, not judged.",
+        percent(ideal)
+    ));
+    node_loads(n, plan, measured);
+    ring_notes(n, law);
+}
+
+/// Keys per node after the change, one column per scheme: the spread columns, in detail.
+fn node_loads(n: &mut Narrator, plan: &Plan, measured: &[(Spec, Measurement)]) {
+    let labels: Vec<String> = measured.iter().map(|(spec, _)| spec.short()).collect();
+    let mut columns = vec![("node", Align::Left)];
+    columns.extend(labels.iter().map(|l| (l.as_str(), Align::Right)));
+    let mut table = Table::new(&columns);
+    for (i, id) in plan.to.ids().enumerate().take(NODES_SHOWN) {
+        let mut row = vec![node_name(id)];
+        row.extend(measured.iter().map(|(_, m)| m.loads[i].keys.to_string()));
+        table.row(row);
+    }
+    n.say("Keys per node after the change:");
+    n.table(&table);
+    if plan.to.len() > NODES_SHOWN {
+        n.say(&format!("(first {NODES_SHOWN} of {} nodes)", plan.to.len()));
+    }
+}
+
+fn ring_notes(n: &mut Narrator, law: &[SpreadLaw]) {
+    if law.is_empty() {
+        return;
+    }
+    let mut table = Table::new(&[
+        ("tokens per node", Align::Right),
+        ("this ring", Align::Right),
+        ("mean of placements", Align::Right),
+        ("1/sqrt(v)", Align::Right),
+    ]);
+    for l in law {
+        table.row([
+            l.vnodes.to_string(),
+            percent(l.this_ring),
+            percent(l.mean_stddev_over_avg),
+            percent(l.one_over_sqrt_v),
+        ]);
+    }
+    n.say(&format!(
+        "The ring's spread (stddev/avg) falls as 1/sqrt(v). With a few nodes one ring's spread is itself\n\
+         a draw, so next to this run's ring is the mean over {} token placements:",
+        law[0].placements
+    ));
+    n.table(&table);
+    n.say(
+        "Seed 003's rule of thumb: 200,000 keys, a fifth node added to four, expect about 20 % moved and\n\
+         5-8 % spread; 40 % moved means it is not really a ring, 30 % spread means too few tokens.",
+    );
+}
+
+pub fn jump_limit(n: &mut Narrator, probe: &JumpProbe) {
+    let about = format!(
+        "{} fails. It is bucket {} of {}, not the last, and jump hash numbers its buckets 0 to n-1.",
+        node_name(probe.bucket),
+        probe.bucket,
+        probe.buckets
+    );
+    n.phase(Phase {
+        title: "What jump hash cannot do",
+        about: &about,
+        predict: "can jump hash drop that bucket and leave everyone else's keys in place?",
+    });
+    let outcome = match &probe.error {
+        Some(error) => format!("refused: {error}"),
+        None => "accepted".to_string(),
+    };
+    n.evidence(&[outcome]);
+    if probe.refused {
+        n.say(
+            "Only the last bucket can go: removing another would renumber every bucket after it, and\n\
+             their keys with it. Jump hash suits a fixed set of logical buckets that a directory maps\n\
+             to machines, not a ring replacement under arbitrary failures (seed 003, section 4.1).",
+        );
+    }
+}
+
+pub fn weighted_opening(n: &mut Narrator, heavy: NodeId, weight: u32, share: f64, ideal: f64) {
+    let about = format!(
+        "The same change, but {} has {weight} times the capacity of the others, before and after. Its\n\
+         fair share afterwards is {}, and the minimum move becomes {}. A ring gives it {weight} times the\n\
+         tokens, rendezvous {weight} times the weight in -w/ln(x), fixed slots {weight} times the slots.",
+        node_name(heavy),
+        percent(share),
+        percent(ideal)
+    );
+    n.phase(Phase {
+        title: "A node with twice the capacity",
+        about: &about,
+        predict: "which schemes can honour a weight at all?",
+    });
+}
+
+pub fn weighted_evidence(
+    n: &mut Narrator,
+    heavy: NodeId,
+    measured: &[(Spec, Measurement)],
+    refused: &[Refusal],
+    share: f64,
+    ideal: f64,
+) {
+    let heavy_column = format!("{} share", node_name(heavy));
+    let mut table = Table::new(&[
+        ("scheme", Align::Left),
+        (heavy_column.as_str(), Align::Right),
+        ("moved", Align::Right),
+        ("between survivors", Align::Right),
+        ("max/avg", Align::Right),
+        ("stddev/avg", Align::Right),
+    ]);
+    for (spec, m) in measured {
+        table.row([
+            spec.label(),
+            percent(m.share_of(heavy)),
+            percent(m.moved_fraction()),
+            percent(m.moved_between_survivors_fraction()),
+            format!("{:.3}", m.spread.max_over_avg),
+            percent(m.spread.stddev_over_avg),
+        ]);
+    }
+    n.table(&table);
+    say_refusals(n, refused);
+    n.say(&format!(
+        "Fair share {}, minimum move {}; spread is per unit of capacity, so a node of weight 2 holding\n\
+         twice the keys counts as even.",
+        percent(share),
+        percent(ideal)
+    ));
+}
+
+fn say_refusals(n: &mut Narrator, refused: &[Refusal]) {
+    let lines: Vec<String> = refused
+        .iter()
+        .map(|r| format!("{}: refused: {}", r.scheme, r.reason))
+        .collect();
+    if !lines.is_empty() {
+        n.evidence(&lines);
+    }
+}
+
+pub fn summary(f: &Figures) -> Summary {
+    let mut happened = Vec::new();
+    if let Some(m) = f.schemes.iter().find(|r| r.scheme == "mod-n") {
+        happened.push(format!(
+            "mod N moved {} of {} keys going from {} to {} nodes; {} of all keys moved between\n\
+             nodes that were there before and after.",
+            percent(m.moved_fraction),
+            thousands(f.keys),
+            f.from,
+            f.to,
+            percent(m.moved_between_survivors)
+        ));
+    }
+    let max_vnodes = f.schemes.iter().filter_map(|r| r.vnodes).max();
+    let judged: Vec<&SchemeRow> = f.schemes.iter().filter(|r| r.judged(max_vnodes)).collect();
+    let moved = judged.iter().map(|r| r.moved_fraction);
+    if let (Some(lo), Some(hi)) = (moved.clone().reduce(f64::min), moved.reduce(f64::max)) {
+        let needless: Vec<String> = judged
+            .iter()
+            .filter(|r| r.moved_between_survivors > 0.0)
+            .map(|r| r.name())
+            .collect();
+        happened.push(format!(
+            "The consistent schemes moved between {} and {}, against a minimum of {};\n{}.",
+            percent(lo),
+            percent(hi),
+            percent(f.ideal_moved_fraction),
+            if needless.is_empty() {
+                "none moved a key between two nodes that stayed".to_string()
+            } else {
+                format!(
+                    "{} moved keys between nodes that stayed",
+                    needless.join(", ")
+                )
+            }
+        ));
+    }
+    let few_tokens: Vec<String> = f
+        .schemes
+        .iter()
+        .filter(|r| r.scheme == "ring" && !r.judged(max_vnodes))
+        .map(|r| {
+            format!(
+                "{} token{}: {} moved, spread {}",
+                r.vnodes.unwrap_or(0),
+                if r.vnodes == Some(1) { "" } else { "s" },
+                percent(r.moved_fraction),
+                percent(r.stddev_over_avg)
+            )
+        })
+        .collect();
+    if !few_tokens.is_empty() {
+        happened.push(format!(
+            "Rings with fewer tokens per node ({}):\n\
+             with few tokens, what changes hands is a handful of random arcs.",
+            few_tokens.join("; ")
+        ));
+    }
+    if let Some(probe) = f.jump_middle_removal.as_ref().filter(|p| p.refused) {
+        happened.push(format!(
+            "Jump hash refused to remove bucket {} of {}.",
+            probe.bucket, probe.buckets
+        ));
+    }
+    let w = &f.weighted;
+    let shares: Vec<String> = w
+        .schemes
+        .iter()
+        .filter(|r| r.row.judged(max_vnodes))
+        .map(|r| format!("{} {}", r.row.name(), percent(r.heavy_share)))
+        .collect();
+    let refused: Vec<&str> = w.refused.iter().map(|r| r.scheme).collect();
+    happened.push(format!(
+        "With {} at twice the capacity (fair share {}):\n{}{}.",
+        w.node,
+        percent(w.expected_share),
+        shares.join(",\n"),
+        if refused.is_empty() {
+            String::new()
+        } else {
+            format!("; {} refused weights", refused.join(" and "))
+        }
+    ));
+
+    Summary {
+        happened,
+        why: vec![
+            "mod N ties the divisor to the node count: a key stays only when h % N == h % M, about\n\
+             1/(N+1) of keys from N to N+1, so N/(N+1) move, most of them between nodes that did not\n\
+             change (seed 003, section 3.3)."
+                .into(),
+            "A ring token takes only the arc before it; with v tokens per node the arcs average out and\n\
+             the spread falls as 1/sqrt(v) (seed 003, section 4; seed 004)."
+                .into(),
+            "Rendezvous moves a key only when the new node outscores its owner; jump hash only to the\n\
+             new last bucket; fixed slots never re-hash a key, only entries of the placement table move."
+                .into(),
+        ],
+        what_to_do: vec![
+            "Never route by hash % node count. Decouple slots from nodes: fixed slots or partitions,\n\
+             created with headroom (x3 to x5 in Kafka, seed 003, section 3.4), because changing their\n\
+             number is mod N again (lab partitions)."
+                .into(),
+            "With a ring, use enough tokens (Cassandra: 16 since 4.0, 256 before) and test it: 200,000\n\
+             keys, add a fifth node to four, expect about 20 % moved and 5-8 % spread."
+                .into(),
+            "Rendezvous for small clusters and replica lists (its ranking is a preference list); jump\n\
+             hash for numbered logical buckets behind a directory; weights where nodes differ."
+                .into(),
+            "Routing is not data: a new ring needs a migration protocol (seed 004: copy, catch up, block\n\
+             writes briefly, switch with a ring version, old owners refuse stale versions)."
+                .into(),
+        ],
+    }
+}
+
+/// A count for people: `200,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn keep_mark(kept: bool) -> String {
+    if kept { "kept" } else { "" }.to_string()
+}
+
+fn names(ids: &[NodeId]) -> String {
+    ids.iter()
+        .map(|&id| node_name(id))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Bytes for people: `48 B`, `15.0 KiB`, `1.2 MiB`.
+fn bytes(n: usize) -> String {
+    match n {
+        0..=1023 => format!("{n} B"),
+        1024..=1_048_575 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seeds_cases_come_first_and_this_run_last() {
+        let pairs = |c: Vec<Cycle>| c.iter().map(|c| (c.from, c.to)).collect::<Vec<_>>();
+        assert_eq!(
+            pairs(cycles_to_show(4, 5)),
+            vec![(3, 4), (4, 5), (10, 11), (8, 7)]
+        );
+        assert_eq!(pairs(cycles_to_show(5, 3)).last(), Some(&(5, 3)));
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(7), "7");
+        assert_eq!(thousands(200_000), "200,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(bytes(48), "48 B");
+        assert_eq!(bytes(15_360), "15.0 KiB");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+    }
+}

@@ -1,0 +1,37 @@
+//! `workshop list`, `workshop <lab> [--bootstrap HOST:PORT] [--seed N] [--step] [--json] [--check]`.
+//!
+//! Exit code: 0 when the lab showed its phenomenon, 1 when it did not, 2 on an error (one line on
+//! stderr, never a backtrace).
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use workshop::RunError;
+
+fn main() -> ExitCode {
+    match workshop::run(std::env::args_os().skip(1)) {
+        Ok(outcome) => match outcome.emit(&mut std::io::stdout().lock()) {
+            Ok(code) => ExitCode::from(code),
+            Err(err) => fail(&format!("cannot write to stdout: {err}")),
+        },
+        // Help and version are "errors" to clap; they print themselves, in full.
+        Err(RunError::Usage(err))
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            let _ = err.print();
+            ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+        }
+        Err(err) => fail(&err.to_string()),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "workshop: error: {message}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,82 @@
+//! What a lab tells: narration for people ([`Narrator`], [`Table`]) and the report for machines
+//! ([`LabReport`]: one JSON object, and the verdict as the exit code).
+
+mod narrator;
+mod table;
+
+use serde::Serialize;
+
+pub use narrator::{Narrator, Phase, Progress, Summary};
+pub use table::{Align, Table};
+
+/// The end of a lab: what it expected, whether it appeared, and every figure it measured.
+///
+/// Serialised, this is the `--json` document:
+/// `{"lab": NAME, "expected": "one sentence", "shown": true|false, "figures": {...}}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabReport {
+    pub lab: &'static str,
+    /// The phenomenon the lab exists to show, in one sentence.
+    pub expected: String,
+    /// Whether it appeared. A lab that "passes" without its phenomenon is broken, so this is
+    /// computed from the figures, never assumed.
+    pub shown: bool,
+    pub figures: serde_json::Value,
+}
+
+impl LabReport {
+    /// The exit code of the verdict: 0 when the phenomenon appeared, 1 when it did not.
+    pub fn exit_code(&self) -> u8 {
+        if self.shown {
+            0
+        } else {
+            1
+        }
+    }
+
+    /// The report as one line of JSON.
+    pub fn to_json(&self) -> String {
+        // Serialising plain data into a string cannot fail: no maps with non-string keys, no I/O.
+        serde_json::to_string(self).expect("a lab report serialises")
+    }
+}
+
+/// Rounds a measured fraction for reports, so the JSON shows figures rather than float noise.
+pub fn round(value: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (value * scale).round() / scale
+}
+
+/// A fraction as a percentage for narration: `0.2` is `20.0 %`.
+pub fn percent(fraction: f64) -> String {
+    format!("{:.1} %", fraction * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_has_the_four_fields_and_nothing_else() {
+        let report = LabReport {
+            lab: "demo",
+            expected: "something happens".into(),
+            shown: false,
+            figures: serde_json::json!({"n": 3}),
+        };
+        let value: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"lab": "demo", "expected": "something happens", "shown": false, "figures": {"n": 3}})
+        );
+        assert_eq!(report.exit_code(), 1);
+        assert!(!report.to_json().contains('\n'));
+    }
+
+    #[test]
+    fn rounding_and_percent() {
+        assert_eq!(round(0.123456789, 4), 0.1235);
+        assert_eq!(percent(0.2), "20.0 %");
+        assert_eq!(percent(10.0 / 11.0), "90.9 %");
+    }
+}
