@@ -1,6 +1,7 @@
 //! What a broker is started with.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use crate::faults::Fault;
 
@@ -25,6 +26,8 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// Faults in force from the start (more can be added through [`crate::Broker::faults`]).
     pub faults: Vec<Fault>,
+    /// Where topics are stored, and recovered from at start; `None` keeps them in memory.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for BrokerConfig {
@@ -38,6 +41,7 @@ impl Default for BrokerConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_connections: 4096,
             faults: Vec::new(),
+            data_dir: None,
         }
     }
 }

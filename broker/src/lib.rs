@@ -22,6 +22,7 @@ pub mod faults;
 mod handler;
 pub mod log;
 pub mod producer;
+mod segment;
 mod server;
 mod state;
 pub mod topics;

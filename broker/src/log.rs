@@ -3,7 +3,11 @@
 //!
 //! Neither append nor read decodes a record: a batch is located by its header, and fetch hands out
 //! the stored bytes. Each partition has its own lock, so produce and fetch on different partitions
-//! never wait for each other.
+//! never wait for each other. With a data directory, each append is also written to the
+//! partition's [`SegmentFile`] before it becomes visible.
+
+use std::io;
+use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
@@ -12,6 +16,7 @@ use protocol::batch::{set_base_offset, BatchHeader};
 use tracing::debug;
 
 use crate::producer::{SequenceVerdict, SequenceWindows};
+use crate::segment::SegmentFile;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
@@ -60,6 +65,8 @@ struct LogState {
     sequences: SequenceWindows,
     /// Retries of idempotent batches answered without appending.
     duplicates_absorbed: u64,
+    /// Where appends are written when the broker has a data directory.
+    file: Option<SegmentFile>,
 }
 
 /// Where an append went.
@@ -87,8 +94,41 @@ pub struct PartitionLog {
 }
 
 impl PartitionLog {
+    /// A log kept in memory only.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A new, empty log that also writes to `path`.
+    pub fn create_file(path: &Path) -> io::Result<Self> {
+        let log = Self::new();
+        log.state.lock().file = Some(SegmentFile::create(path)?);
+        Ok(log)
+    }
+
+    /// The log stored at `path`, replayed: batches, offsets, and the idempotent producers'
+    /// sequence windows, so a retry after a restart is still recognised.
+    pub fn recover(path: &Path) -> io::Result<Self> {
+        let (file, batches) = SegmentFile::open(path)?;
+        let log = Self::new();
+        {
+            let mut state = log.state.lock();
+            for (header, data) in batches {
+                if header.producer_id >= 0 {
+                    state.sequences.record(&header, header.base_offset);
+                }
+                state.bytes += data.len();
+                state.end = header.last_offset() + 1;
+                state.batches.push(StoredBatch {
+                    base_offset: header.base_offset,
+                    last_offset: header.last_offset(),
+                    max_timestamp: header.max_timestamp,
+                    data,
+                });
+            }
+            state.file = Some(file);
+        }
+        Ok(log)
     }
 
     pub fn offsets(&self) -> LogOffsets {
@@ -111,8 +151,14 @@ impl PartitionLog {
 
     /// Appends a batch already validated by the caller. The bytes are copied once, so the stored
     /// batch does not keep the whole request frame alive. A batch of an idempotent producer is
-    /// first checked against its sequence window.
-    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<Appended, ResponseError> {
+    /// first checked against its sequence window. With `sync` (acks=all) a file-backed log
+    /// returns only once the batch is on disk.
+    pub fn append(
+        &self,
+        batch: &[u8],
+        header: &BatchHeader,
+        sync: bool,
+    ) -> Result<Appended, ResponseError> {
         let mut data = BytesMut::from(batch);
         let idempotent = header.producer_id >= 0;
         let base_offset = {
@@ -132,6 +178,13 @@ impl PartitionLog {
             }
             let base_offset = state.end;
             set_base_offset(&mut data, base_offset);
+            if let Some(file) = &mut state.file {
+                // Written before it is visible: nothing a fetch returned can vanish in a crash.
+                if let Err(e) = file.append(&data, sync) {
+                    tracing::error!(path = %file.path().display(), "partition write failed: {e}");
+                    return Err(ResponseError::KafkaStorageError);
+                }
+            }
             let last_offset = base_offset + header.last_offset_delta as i64;
             state.bytes += data.len();
             state.batches.push(StoredBatch {
@@ -245,7 +298,7 @@ mod tests {
         let (mut bytes, _) = batch(count, ts, filler);
         bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
         let header = BatchHeader::parse(&bytes).unwrap();
-        log.append(&bytes, &header).unwrap().base_offset()
+        log.append(&bytes, &header, false).unwrap().base_offset()
     }
 
     #[test]
@@ -255,8 +308,11 @@ mod tests {
         let (mut bytes, _) = batch(3, 10, 0);
         bytes[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id 5, epoch 0, sequence 0
         let header = BatchHeader::parse(&bytes).unwrap();
-        assert_eq!(log.append(&bytes, &header), Ok(Appended::New(2)));
-        assert_eq!(log.append(&bytes, &header), Ok(Appended::Duplicate(2)));
+        assert_eq!(log.append(&bytes, &header, false), Ok(Appended::New(2)));
+        assert_eq!(
+            log.append(&bytes, &header, false),
+            Ok(Appended::Duplicate(2))
+        );
         assert_eq!(log.offsets().end, 5);
         assert_eq!(log.duplicates_absorbed(), 1);
     }

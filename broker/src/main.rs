@@ -29,6 +29,10 @@ struct Args {
     /// Largest record batch accepted (Kafka's message.max.bytes).
     #[arg(long, default_value_t = broker::config::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
+    /// Keep topics in this directory and recover them at start (default: memory only). Produces
+    /// with acks=all are synced to disk before they are acknowledged.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
     /// Inject a fault, repeatable: drop-ack[:topic=T,partition=N,count=N|probability=P,seed=S],
     /// delay:ms=N[,api=produce], close-after:requests=N.
     #[arg(long = "fault", value_name = "SPEC")]
@@ -61,13 +65,14 @@ async fn run(args: Args) -> ExitCode {
         max_request_bytes: args.max_request_bytes,
         max_message_bytes: args.max_message_bytes,
         faults: args.faults,
+        data_dir: args.data_dir,
         ..BrokerConfig::default()
     };
     let broker = match Broker::start(config).await {
         Ok(broker) => broker,
         Err(e) => {
             eprintln!(
-                "error: cannot listen on {}: {e} (is another broker running there? pick another port, or 127.0.0.1:0 for a free one)",
+                "error: cannot start on {}: {e} (another broker on that port? pick another, or 127.0.0.1:0 for a free one; a data directory that cannot be read? check --data-dir)",
                 args.listen
             );
             return ExitCode::from(2);

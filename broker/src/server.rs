@@ -28,7 +28,8 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Binds `config.listen` and starts serving on the current tokio runtime.
+    /// Recovers the topics of `config.data_dir` if there is one, binds `config.listen` and starts
+    /// serving on the current tokio runtime.
     pub async fn start(config: BrokerConfig) -> io::Result<Broker> {
         let listener = TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
@@ -40,7 +41,10 @@ impl Broker {
             advertised_host: addr.ip().to_string(),
             advertised_port: addr.port() as i32,
             cluster_id: format!("workshop-{}", uuid::Uuid::new_v4().simple()),
-            topics: Topics::default(),
+            topics: match &config.data_dir {
+                Some(dir) => Topics::open(dir)?,
+                None => Topics::default(),
+            },
             producer_ids: ProducerIds::default(),
             faults,
             config,

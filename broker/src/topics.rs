@@ -2,8 +2,14 @@
 //!
 //! Lookups take a shard of a concurrent map and a per-topic read lock for a moment; the partition
 //! list is only written when partitions are added, so produce and fetch never serialise on it.
+//!
+//! With a data directory each topic is a folder `DIR/<topic>/` holding `topic.meta` (its id and
+//! configs) and one `<partition>.log` per partition. Topic names pass Kafka's validation before
+//! they become folder names, so none can climb out of the directory.
 
 use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dashmap::mapref::entry::Entry;
@@ -28,15 +34,6 @@ pub struct Topic {
 }
 
 impl Topic {
-    fn new(name: String, partitions: i32, configs: BTreeMap<String, String>) -> Self {
-        Self {
-            name,
-            id: Uuid::new_v4(),
-            configs,
-            partitions: RwLock::new(new_logs(partitions)),
-        }
-    }
-
     pub fn partition(&self, index: i32) -> Option<Arc<PartitionLog>> {
         let index = usize::try_from(index).ok()?;
         self.partitions.read().get(index).cloned()
@@ -51,8 +48,69 @@ impl Topic {
     }
 }
 
-fn new_logs(count: i32) -> Vec<Arc<PartitionLog>> {
-    (0..count).map(|_| Arc::new(PartitionLog::new())).collect()
+const META_FILE: &str = "topic.meta";
+
+fn partition_path(topic_dir: &Path, index: i32) -> PathBuf {
+    topic_dir.join(format!("{index}.log"))
+}
+
+/// Logs for partitions `from..to`, backed by files in `topic_dir` when there is one.
+fn new_logs(topic_dir: Option<&Path>, from: i32, to: i32) -> io::Result<Vec<Arc<PartitionLog>>> {
+    (from..to)
+        .map(|index| {
+            Ok(Arc::new(match topic_dir {
+                Some(dir) => PartitionLog::create_file(&partition_path(dir, index))?,
+                None => PartitionLog::new(),
+            }))
+        })
+        .collect()
+}
+
+fn write_meta(dir: &Path, id: Uuid, configs: &BTreeMap<String, String>) -> io::Result<()> {
+    let mut meta = format!("id={id}\n");
+    for (key, value) in configs {
+        meta.push_str(&format!("config.{key}={value}\n"));
+    }
+    std::fs::write(dir.join(META_FILE), meta)
+}
+
+/// Reads back a topic folder written by [`Topics::create`].
+fn load_topic(name: String, dir: &Path) -> io::Result<Topic> {
+    let meta = std::fs::read_to_string(dir.join(META_FILE))?;
+    let mut id = None;
+    let mut configs = BTreeMap::new();
+    for line in meta.lines() {
+        match line.split_once('=') {
+            Some(("id", value)) => id = value.parse().ok(),
+            Some((key, value)) if key.starts_with("config.") => {
+                configs.insert(key["config.".len()..].to_string(), value.to_string());
+            }
+            _ => {}
+        }
+    }
+    let id =
+        id.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "topic.meta has no id"))?;
+    let mut partitions = Vec::new();
+    loop {
+        let path = partition_path(dir, partitions.len() as i32);
+        if !path.exists() {
+            break;
+        }
+        partitions.push(Arc::new(PartitionLog::recover(&path)?));
+    }
+    Ok(Topic {
+        name,
+        id,
+        configs,
+        partitions: RwLock::new(partitions),
+    })
+}
+
+fn storage_error(e: io::Error) -> TopicError {
+    TopicError::new(
+        ResponseError::KafkaStorageError,
+        format!("cannot write the topic's files: {e}"),
+    )
 }
 
 /// A refusal with Kafka's error code and, where Kafka gives one, its message.
@@ -91,9 +149,38 @@ pub struct NewTopic {
 #[derive(Debug, Default)]
 pub struct Topics {
     by_name: DashMap<String, Arc<Topic>>,
+    /// Where topics are stored; `None` keeps everything in memory.
+    data_dir: Option<PathBuf>,
 }
 
 impl Topics {
+    /// The topics stored under `dir` (created if missing), each partition replayed from disk.
+    pub fn open(dir: &Path) -> io::Result<Topics> {
+        std::fs::create_dir_all(dir)?;
+        let topics = Topics {
+            by_name: DashMap::new(),
+            data_dir: Some(dir.to_path_buf()),
+        };
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if !entry.file_type()?.is_dir() || protocol::names::validate_topic_name(&name).is_err()
+            {
+                continue;
+            }
+            let topic = load_topic(name.clone(), &entry.path())
+                .map_err(|e| io::Error::new(e.kind(), format!("topic {name}: {e}")))?;
+            topics.by_name.insert(name, Arc::new(topic));
+        }
+        Ok(topics)
+    }
+
+    fn topic_dir(&self, name: &str) -> Option<PathBuf> {
+        self.data_dir.as_ref().map(|dir| dir.join(name))
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
         self.by_name.get(name).map(|t| t.clone())
     }
@@ -139,7 +226,21 @@ impl Topics {
                 format!("Topic '{}' already exists.", new.name),
             )),
             Entry::Vacant(slot) => {
-                let topic = Arc::new(Topic::new(new.name, new.partitions, new.configs));
+                let id = Uuid::new_v4();
+                let dir = self.topic_dir(&new.name).filter(|_| !validate_only);
+                if let Some(dir) = &dir {
+                    std::fs::create_dir_all(dir)
+                        .and_then(|()| write_meta(dir, id, &new.configs))
+                        .map_err(storage_error)?;
+                }
+                let partitions =
+                    new_logs(dir.as_deref(), 0, new.partitions).map_err(storage_error)?;
+                let topic = Arc::new(Topic {
+                    name: new.name,
+                    id,
+                    configs: new.configs,
+                    partitions: RwLock::new(partitions),
+                });
                 if !validate_only {
                     slot.insert(topic.clone());
                 }
@@ -168,10 +269,16 @@ impl Topics {
     }
 
     pub fn delete(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
-        self.by_name
+        let (_, topic) = self
+            .by_name
             .remove(name)
-            .map(|(_, topic)| topic)
-            .ok_or_else(TopicError::unknown_topic)
+            .ok_or_else(TopicError::unknown_topic)?;
+        if let Some(dir) = self.topic_dir(name) {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(path = %dir.display(), "deleted topic's files remain: {e}");
+            }
+        }
+        Ok(topic)
     }
 
     /// Raises a topic's partition count; Kafka never lowers one (it would lose data and move
@@ -204,7 +311,8 @@ impl Topics {
             ));
         }
         if !validate_only {
-            partitions.extend(new_logs(count - current));
+            let dir = self.topic_dir(name);
+            partitions.extend(new_logs(dir.as_deref(), current, count).map_err(storage_error)?);
         }
         Ok(())
     }

@@ -47,7 +47,7 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
                 .map(|p| {
                     let index = p.index;
                     let outcome = if acks_valid {
-                        append(state, topic.as_deref(), p, version)
+                        append(state, topic.as_deref(), p, version, request.acks == -1)
                     } else {
                         Err((ResponseError::InvalidRequiredAcks, None))
                     };
@@ -98,6 +98,7 @@ fn append(
     topic: Option<&Topic>,
     data: PartitionProduceData,
     version: i16,
+    sync: bool,
 ) -> Result<(i64, i64), PartitionError> {
     let log = topic
         .and_then(|t| t.partition(data.index))
@@ -150,6 +151,6 @@ fn append(
     {
         return Err((ResponseError::InvalidProducerEpoch, None));
     }
-    let appended = log.append(&records, &header).map_err(|e| (e, None))?;
+    let appended = log.append(&records, &header, sync).map_err(|e| (e, None))?;
     Ok((appended.base_offset(), log.offsets().start))
 }
