@@ -1,0 +1,155 @@
+//! Every version the broker accepts, of every API it advertises, gets an answer that decodes at
+//! that version. Catches responses that set a field the version lacks (the crate then refuses to
+//! encode and the broker can only close the connection).
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use protocol::versions::BROKER_APIS;
+use tests::*;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// A request of this API with content, so nested response fields are encoded too.
+fn sample(key: ApiKey, version: i16) -> Option<RequestBody> {
+    let topic = || name("t");
+    Some(match key {
+        ApiKey::ApiVersions => RequestBody::ApiVersions(ApiVersionsRequest::default()),
+        ApiKey::Metadata => {
+            RequestBody::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic())),
+                MetadataRequestTopic::default().with_name(Some(name("missing"))),
+            ])))
+        }
+        ApiKey::CreateTopics => RequestBody::CreateTopics(
+            CreateTopicsRequest::default().with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(name(&format!("created-v{version}")))
+                    .with_num_partitions(2)
+                    .with_replication_factor(1),
+                CreatableTopic::default()
+                    .with_name(topic())
+                    .with_num_partitions(1)
+                    .with_replication_factor(1),
+            ]),
+        ),
+        ApiKey::DeleteTopics => RequestBody::DeleteTopics(
+            DeleteTopicsRequest::default().with_topic_names(vec![name("missing")]),
+        ),
+        ApiKey::CreatePartitions => {
+            RequestBody::CreatePartitions(CreatePartitionsRequest::default().with_topics(vec![
+            CreatePartitionsTopic::default().with_name(topic()).with_count(1),
+        ]))
+        }
+        ApiKey::DescribeConfigs => RequestBody::DescribeConfigs(
+            DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t")),
+                DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(StrBytes::from_static_str("1")),
+            ]),
+        ),
+        ApiKey::InitProducerId => RequestBody::InitProducerId(
+            InitProducerIdRequest::default().with_transactional_id(None),
+        ),
+        ApiKey::ListOffsets => {
+            RequestBody::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
+            ListOffsetsTopic::default().with_name(topic()).with_partitions(vec![
+                ListOffsetsPartition::default().with_partition_index(0).with_timestamp(-1),
+                ListOffsetsPartition::default().with_partition_index(9).with_timestamp(-2),
+            ]),
+        ]))
+        }
+        ApiKey::Produce => {
+            RequestBody::Produce(ProduceRequest::default().with_acks(1).with_topic_data(vec![
+            TopicProduceData::default().with_name(topic()).with_partition_data(vec![
+                PartitionProduceData::default().with_index(0).with_records(Some(values(2))),
+                PartitionProduceData::default().with_index(9).with_records(Some(values(1))),
+            ]),
+        ]))
+        }
+        ApiKey::Fetch => RequestBody::Fetch(
+            FetchRequest::default()
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(0)
+                            .with_partition_max_bytes(1 << 20),
+                        FetchPartition::default()
+                            .with_partition(9)
+                            .with_partition_max_bytes(1 << 20),
+                    ])]),
+        ),
+        _ => return None,
+    })
+}
+
+enum RequestBody {
+    ApiVersions(ApiVersionsRequest),
+    Metadata(MetadataRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    CreatePartitions(CreatePartitionsRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    InitProducerId(InitProducerIdRequest),
+    ListOffsets(ListOffsetsRequest),
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+}
+
+async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
+    match body {
+        RequestBody::ApiVersions(r) => drop(client.call(&r, version).await),
+        RequestBody::Metadata(r) => drop(client.call(&r, version).await),
+        RequestBody::CreateTopics(r) => drop(client.call(&r, version).await),
+        RequestBody::DeleteTopics(r) => drop(client.call(&r, version).await),
+        RequestBody::CreatePartitions(r) => drop(client.call(&r, version).await),
+        RequestBody::DescribeConfigs(r) => drop(client.call(&r, version).await),
+        RequestBody::InitProducerId(r) => drop(client.call(&r, version).await),
+        RequestBody::ListOffsets(r) => drop(client.call(&r, version).await),
+        RequestBody::Produce(r) => drop(client.call(&r, version).await),
+        RequestBody::Fetch(r) => drop(client.call(&r, version).await),
+    }
+}
+
+#[tokio::test]
+async fn every_accepted_version_of_every_api_is_answered() {
+    let broker = broker().await;
+    let mut setup = RawClient::connect(broker.addr()).await;
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name("t"))
+        .with_num_partitions(1)
+        .with_replication_factor(1)]);
+    setup.call(&create, 5).await;
+    let mut covered = 0;
+    for api in BROKER_APIS {
+        for version in api.accepted_min..=api.max {
+            let body = sample(api.key, version)
+                .unwrap_or_else(|| panic!("no sample request for {:?}", api.key));
+            // A fresh connection each time: a close would otherwise hide behind the next call.
+            let mut client = RawClient::connect(broker.addr()).await;
+            answers(&mut client, body, version).await;
+            covered += 1;
+        }
+    }
+    assert_eq!(
+        covered,
+        BROKER_APIS
+            .iter()
+            .map(|a| (a.max - a.accepted_min + 1) as usize)
+            .sum::<usize>()
+    );
+}
