@@ -1,1 +1,55 @@
+//! The workshop's Kafka client: a producer, an assign-mode consumer and topic administration,
+//! speaking only Kafka's own APIs at versions agreed through ApiVersions, so it works against
+//! the workshop broker and Apache Kafka alike.
+//!
+//! ```no_run
+//! # async fn demo() -> client::Result<()> {
+//! use client::{Client, ClientConfig, Producer, ProducerConfig, ProducerRecord};
+//! let kafka = Client::connect(ClientConfig::new("127.0.0.1:9092")).await?;
+//! let producer = Producer::new(kafka.clone(), ProducerConfig::default())?;
+//! let sent = producer
+//!     .send_and_wait(ProducerRecord::new("orders").key("order-8842").value("paid"))
+//!     .await?;
+//! println!("partition {} offset {}", sent.partition, sent.offset);
+//! # Ok(()) }
+//! ```
+//!
+//! How a request travels: [`Producer`], [`Consumer`] or [`Admin`] asks the [`Client`] for the
+//! leader (from the [`metadata`] cache, refreshed when stale or after routing errors) and its
+//! [`connection`], builds the request at the negotiated version, and the connection's
+//! messenger matches the answer by correlation id. Errors are layered as in [`error`].
+//!
+//! Module map:
+//! - [`connection`]: messenger (pipelining, timeouts, poisoning), version negotiation
+//!   (KIP-511), reconnect on next use.
+//! - [`client`]: bootstrap, connections per broker, metadata refresh policy.
+//! - [`metadata`]: the cluster and topic cache (pure data).
+//! - [`record`]: the v2 record format, batch building, compression, lazy fetched batches.
+//! - [`producer`]: partitioner, accumulator (batching, linger, ordering), sender (retries).
+//! - [`consumer`]: assign, seek, positions, the fetch loop.
+//! - [`offsets`]: ListOffsets, shared by consumer and admin.
+//! - [`admin`]: create/delete/grow/describe topics.
+//! - [`retry`]: the backoff policy.
 
+pub mod admin;
+pub mod client;
+pub mod connection;
+pub mod consumer;
+pub mod error;
+pub mod metadata;
+pub mod offsets;
+pub mod producer;
+pub mod record;
+pub mod retry;
+
+pub use admin::{Admin, NewTopic};
+pub use client::{Client, ClientConfig};
+pub use consumer::{Consumer, ConsumerConfig, OffsetReset, SeekTo, TopicPartition};
+pub use error::{Error, ProtocolError, Result, ServerError, TransportError};
+pub use metadata::{BrokerInfo, ClusterInfo, PartitionInfo, TopicInfo};
+pub use offsets::{ListedOffset, OffsetSpec};
+pub use producer::{
+    Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,
+};
+pub use record::{Compression, Header, PartitionRecords, Record, RecordHeader};
+pub use retry::RetryPolicy;

@@ -1,0 +1,105 @@
+//! `client consume TOPIC`: records to stdout in a kcat-style format, until `--count`, the end of
+//! the partitions (`--exit`), or Ctrl-C.
+
+use std::io::{self, BufWriter, Write};
+
+use clap::Args;
+use client::{Client, Consumer, ConsumerConfig, Error, SeekTo, TopicPartition};
+
+use super::format::Format;
+use super::Failure;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  client consume orders --exit
+  client consume orders --partition 4 --offset -10 --format '%k => %s (offset %o)\\n'
+  client consume orders --offset end --count 1")]
+pub struct ConsumeArgs {
+    /// Topic to read
+    pub topic: String,
+    /// Partition to read, repeatable (default: all)
+    #[arg(short, long = "partition", value_name = "P")]
+    pub partitions: Vec<i32>,
+    /// Where to start: beginning, end, N, -N (N before the end) or s@MILLIS
+    #[arg(
+        short,
+        long,
+        default_value = "beginning",
+        value_name = "OFFSET",
+        allow_hyphen_values = true
+    )]
+    pub offset: SeekTo,
+    /// Stop after N records
+    #[arg(short, long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop once every partition is read to its end (kcat -e)
+    #[arg(short, long)]
+    pub exit: bool,
+    /// Output format: %t topic, %p partition, %o offset, %k key, %K key length, %s value,
+    /// %S value length, %T timestamp, %h headers, %% percent; \n \t escapes
+    #[arg(short, long, value_name = "FMT", value_parser = Format::parse)]
+    pub format: Option<Format>,
+}
+
+pub async fn run(client: Client, args: ConsumeArgs) -> Result<(), Failure> {
+    let format = args.format.clone().unwrap_or_else(Format::default_format);
+    let topic = client.topic(&args.topic, false).await?;
+    let partitions: Vec<i32> = if args.partitions.is_empty() {
+        topic.partitions.iter().map(|p| p.partition).collect()
+    } else {
+        for &p in &args.partitions {
+            if topic.partition(p).is_none() {
+                return Err(Error::UnknownPartition {
+                    topic: args.topic.clone(),
+                    partition: p,
+                    count: topic.partition_count(),
+                }
+                .into());
+            }
+        }
+        args.partitions.clone()
+    };
+    let mut consumer = Consumer::new(client, ConsumerConfig::default());
+    consumer.assign(
+        partitions
+            .iter()
+            .map(|p| TopicPartition::new(&args.topic, *p)),
+    );
+    consumer.seek_all(args.offset)?;
+
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut printed = 0u64;
+    let done = |printed: u64| args.count.is_some_and(|n| printed >= n);
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    'polling: while !done(printed) {
+        let polled = tokio::select! {
+            polled = consumer.poll() => polled?,
+            _ = &mut interrupted => break 'polling,
+        };
+        for part in &polled {
+            for record in part.records() {
+                format.write(
+                    &mut out,
+                    &part.topic,
+                    part.partition,
+                    &record.map_err(Error::from)?,
+                )?;
+                printed += 1;
+                if done(printed) {
+                    break 'polling;
+                }
+            }
+        }
+        out.flush()?;
+        if args.exit && consumer.at_end() {
+            break;
+        }
+    }
+    out.flush()?;
+    if args.exit || args.count.is_some() {
+        eprintln!("consumed {printed} records from {}", args.topic);
+    }
+    Ok(())
+}

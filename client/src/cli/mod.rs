@@ -1,0 +1,137 @@
+//! The `client` command line: arguments, and one module per verb.
+
+mod consume;
+mod format;
+mod partition;
+mod produce;
+mod report;
+mod table;
+mod topics;
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use client::{Admin, Client, ClientConfig, OffsetSpec};
+
+pub use report::Failure;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "client",
+    version,
+    about = "A Kafka client for the partitioned-log workshop: topics, produce, consume, offsets, partitions",
+    after_help = "Examples:
+  client topics create orders --partitions 12
+  printf 'order-8842:paid\\n' | client produce orders -K :
+  client consume orders --exit
+  client partition order-8842 --partitions 12 --to 24"
+)]
+pub struct Cli {
+    /// Broker to start from, HOST:PORT (several: comma-separated)
+    #[arg(
+        short,
+        long,
+        global = true,
+        env = "KAFKA_BOOTSTRAP",
+        default_value = "127.0.0.1:9092",
+        value_name = "HOST:PORT"
+    )]
+    pub bootstrap: String,
+    /// Seconds to wait for a broker's answer
+    #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
+    pub timeout: u64,
+    #[command(subcommand)]
+    pub verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Verb {
+    /// List, describe, create, grow or delete topics
+    #[command(subcommand)]
+    Topics(topics::TopicsVerb),
+    /// Send stdin lines as records, one per line
+    Produce(produce::ProduceArgs),
+    /// Print records to stdout
+    Consume(consume::ConsumeArgs),
+    /// Earliest and latest offset of each partition
+    #[command(after_help = "Example:\n  client offsets orders")]
+    Offsets {
+        /// Topic to look up
+        topic: String,
+    },
+    /// Which partition keys go to under Kafka's partitioner, and which move when a topic grows
+    Partition(partition::PartitionArgs),
+}
+
+pub async fn run(cli: Cli) -> Result<(), Failure> {
+    if let Verb::Partition(args) = &cli.verb {
+        return partition::run(args);
+    }
+    let mut config = ClientConfig::new(&cli.bootstrap);
+    config.request_timeout = Duration::from_secs(cli.timeout.max(1));
+    let client = Client::connect(config).await?;
+    match cli.verb {
+        Verb::Topics(verb) => topics::run(&Admin::new(client), verb).await,
+        Verb::Produce(args) => produce::run(client, args).await,
+        Verb::Consume(args) => consume::run(client, args).await,
+        Verb::Offsets { topic } => offsets(&Admin::new(client), &topic).await,
+        Verb::Partition(_) => unreachable!("handled without a broker"),
+    }
+}
+
+async fn offsets(admin: &Admin, topic: &str) -> Result<(), Failure> {
+    let earliest = admin.list_offsets(topic, OffsetSpec::Earliest).await?;
+    let latest = admin.list_offsets(topic, OffsetSpec::Latest).await?;
+    let rows: Vec<Vec<String>> = earliest
+        .iter()
+        .zip(&latest)
+        .map(|(e, l)| {
+            vec![
+                topic.to_string(),
+                e.partition.to_string(),
+                e.offset.to_string(),
+                l.offset.to_string(),
+            ]
+        })
+        .collect();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    table::write(
+        &mut out,
+        &["TOPIC", "PARTITION", "EARLIEST", "LATEST"],
+        &rows,
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_argument_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_verb_has_an_example_in_its_help() {
+        fn check(cmd: &clap::Command, path: &str) {
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.has_subcommands() {
+                for sub in cmd.get_subcommands() {
+                    check(sub, &path);
+                }
+            } else {
+                let help = cmd
+                    .get_after_help()
+                    .map(|h| h.to_string())
+                    .unwrap_or_default();
+                assert!(help.contains("client "), "{path} has no example");
+            }
+        }
+        check(&Cli::command(), "");
+    }
+}

@@ -1,0 +1,221 @@
+//! `client produce TOPIC`: one record per stdin line, as kcat -P; a summary on stderr.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use client::{Acks, Client, Compression, DeliveryFuture, Error, Producer, ProducerConfig};
+use client::{ProducerRecord, RecordMetadata};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::report::explain;
+use super::Failure;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  printf 'order-1:paid\\norder-2:new\\n' | client produce orders -K :
+  seq 1000 | client produce numbers --partition 0 --acks 1 --compression zstd")]
+pub struct ProduceArgs {
+    /// Topic to write to
+    pub topic: String,
+    /// Split each line at the first DELIM into key and value (kcat -K); lines without it get no key
+    #[arg(short = 'K', long = "key-delimiter", value_name = "DELIM")]
+    pub key_delimiter: Option<String>,
+    /// Send every record to this partition instead of partitioning by key
+    #[arg(short, long, value_name = "P")]
+    pub partition: Option<i32>,
+    /// Acknowledgements to wait for
+    #[arg(long, default_value = "all", value_name = "0|1|all")]
+    pub acks: Acks,
+    /// Batch compression
+    #[arg(
+        short = 'z',
+        long,
+        default_value = "none",
+        value_name = "none|gzip|snappy|lz4|zstd"
+    )]
+    pub compression: Compression,
+    /// How long a batch waits for more records
+    #[arg(long, default_value_t = 5, value_name = "MS")]
+    pub linger_ms: u64,
+    /// Bytes per batch before it is sent
+    #[arg(long, default_value_t = 16384, value_name = "BYTES")]
+    pub batch_size: usize,
+}
+
+/// Delivery results, counted as they arrive.
+#[derive(Default)]
+struct Tally {
+    per_partition: BTreeMap<i32, u64>,
+    failed: u64,
+    first_error: Option<Error>,
+}
+
+impl Tally {
+    fn record(&mut self, partition: i32, result: client::Result<RecordMetadata>) {
+        match result {
+            Ok(_) => *self.per_partition.entry(partition).or_default() += 1,
+            Err(e) => {
+                self.failed += 1;
+                self.first_error.get_or_insert(e);
+            }
+        }
+    }
+
+    fn delivered(&self) -> u64 {
+        self.per_partition.values().sum()
+    }
+
+    fn summary(&self, topic: &str, acks: Acks, took: Duration) -> String {
+        let parts: Vec<String> = self
+            .per_partition
+            .iter()
+            .map(|(p, n)| format!("partition {p}: {n}"))
+            .collect();
+        let mut line = format!(
+            "produced {} records to {topic} in {:.2} s",
+            self.delivered(),
+            took.as_secs_f64()
+        );
+        if !parts.is_empty() {
+            line.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        if acks == Acks::None {
+            line.push_str(", unconfirmed (acks=0)");
+        }
+        line
+    }
+}
+
+/// kcat's -K: key before the first delimiter, value after; no delimiter, no key.
+fn split_key<'a>(line: &'a [u8], delimiter: Option<&[u8]>) -> (Option<&'a [u8]>, &'a [u8]) {
+    let Some(d) = delimiter.filter(|d| !d.is_empty()) else {
+        return (None, line);
+    };
+    match line.windows(d.len()).position(|w| w == d) {
+        Some(at) => (Some(&line[..at]), &line[at + d.len()..]),
+        None => (None, line),
+    }
+}
+
+pub async fn run(client: Client, args: ProduceArgs) -> Result<(), Failure> {
+    let config = ProducerConfig {
+        acks: args.acks,
+        linger: Duration::from_millis(args.linger_ms),
+        batch_size: args.batch_size,
+        compression: args.compression,
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(client, config)?;
+    let started = Instant::now();
+    // Deliveries are counted by a second task while lines are still being read; the bound keeps
+    // memory flat on endless input.
+    let (tx, mut rx) = mpsc::channel::<DeliveryFuture>(8192);
+    let counter = tokio::spawn(async move {
+        let mut tally = Tally::default();
+        while let Some(delivery) = rx.recv().await {
+            let partition = delivery.partition();
+            tally.record(partition, delivery.wait().await);
+        }
+        tally
+    });
+    let delimiter = args.key_delimiter.as_deref().map(str::as_bytes);
+    let mut input = BufReader::new(tokio::io::stdin());
+    let mut line = Vec::with_capacity(4096);
+    let mut send_error = None;
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line).await? == 0 {
+            break;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let (key, value) = split_key(&line, delimiter);
+        let mut record = ProducerRecord::new(&args.topic).value(value);
+        record.key = key;
+        record.partition = args.partition;
+        match producer.send(record).await {
+            Ok(delivery) => {
+                if tx.send(delivery).await.is_err() {
+                    break;
+                }
+            }
+            Err(e) => {
+                send_error = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    producer.close().await;
+    let tally = counter
+        .await
+        .map_err(|e| Failure::new(format!("delivery counting failed: {e}")))?;
+    // A failure is reported on one line that carries the counts; the summary is for success.
+    if let Some(e) = send_error {
+        let message = match tally.delivered() {
+            0 => explain(&e),
+            n => format!("{} (after {n} records were produced)", explain(&e)),
+        };
+        return Err(Failure::new(message));
+    }
+    if let Some(e) = &tally.first_error {
+        return Err(Failure::new(format!(
+            "{} of {} records were not delivered: {}",
+            tally.failed,
+            tally.failed + tally.delivered(),
+            explain(e)
+        )));
+    }
+    eprintln!(
+        "{}",
+        tally.summary(&args.topic, args.acks, started.elapsed())
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_split_at_the_first_delimiter() {
+        assert_eq!(
+            split_key(b"k:v:w", Some(b":")),
+            (Some(&b"k"[..]), &b"v:w"[..])
+        );
+        assert_eq!(split_key(b"no-delim", Some(b":")), (None, &b"no-delim"[..]));
+        assert_eq!(split_key(b":v", Some(b":")), (Some(&b""[..]), &b"v"[..]));
+        assert_eq!(
+            split_key(b"a::b", Some(b"::")),
+            (Some(&b"a"[..]), &b"b"[..])
+        );
+        assert_eq!(split_key(b"a:b", None), (None, &b"a:b"[..]));
+    }
+
+    #[test]
+    fn the_summary_counts_per_partition() {
+        let mut t = Tally::default();
+        let ok = |p| {
+            Ok(RecordMetadata {
+                partition: p,
+                offset: 0,
+                timestamp: 0,
+            })
+        };
+        t.record(2, ok(2));
+        t.record(0, ok(0));
+        t.record(2, ok(2));
+        assert_eq!(
+            t.summary("orders", Acks::All, Duration::from_millis(10)),
+            "produced 3 records to orders in 0.01 s (partition 0: 1, partition 2: 2)"
+        );
+        t.record(1, Err(Error::ProducerClosed));
+        assert_eq!(t.failed, 1);
+        assert!(t
+            .summary("o", Acks::None, Duration::ZERO)
+            .ends_with("unconfirmed (acks=0)"));
+    }
+}

@@ -1,0 +1,166 @@
+//! Turns failures into the one line the CLI prints: what failed, and what to do about it.
+
+use std::fmt;
+use std::process::ExitCode;
+
+use client::{Error, ServerError, TransportError};
+use kafka_protocol::ResponseError;
+
+/// A failure of a CLI command, already phrased for the user.
+#[derive(Debug)]
+pub struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    /// A runtime failure (exit code 1).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 1,
+        }
+    }
+
+    /// Bad arguments that clap could not catch (exit code 2, as clap uses).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 2,
+        }
+    }
+
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(self.code)
+    }
+
+    /// Nothing to print: the reader of our output went away (`client consume t | head`), which
+    /// is how such pipelines normally end.
+    pub fn is_silent(&self) -> bool {
+        self.code == 0
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Self::new(explain(&e))
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Self {
+                message: String::new(),
+                code: 0,
+            };
+        }
+        Self::new(format!("I/O error: {e}"))
+    }
+}
+
+/// The error, then a hint when there is a usual fix.
+pub fn explain(err: &Error) -> String {
+    match err {
+        Error::Transport(t) => transport(t),
+        Error::UnknownTopic { topic } => format!(
+            "topic '{topic}' does not exist: create it with `client topics create {topic} \
+             --partitions N` (see `client topics list`)"
+        ),
+        Error::UnknownPartition { topic, count, .. } => format!(
+            "{err}: use a partition below {count}, or grow the topic with `client topics alter \
+             {topic} --partitions N`"
+        ),
+        Error::Server(s) => server(s),
+        Error::Protocol(client::ProtocolError::UnsupportedVersion { .. }) => {
+            format!("{err}: this client needs Kafka 2.1 or newer")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn transport(t: &TransportError) -> String {
+    let addr = t.addr();
+    match t {
+        _ if t.is_connection_refused() => format!(
+            "no broker listening at {addr}: start one with `broker --listen {addr}`, or point \
+             --bootstrap (or KAFKA_BOOTSTRAP) at a running broker"
+        ),
+        TransportError::Connect { .. } | TransportError::ConnectTimeout { .. } => {
+            format!("{t}: check the address given to --bootstrap and that the broker is reachable")
+        }
+        _ => format!("{t}: check that the broker at {addr} is still running, then retry"),
+    }
+}
+
+fn server(s: &ServerError) -> String {
+    let topic = s.topic.as_deref().unwrap_or("TOPIC");
+    let hint = match s.kind() {
+        ResponseError::TopicAlreadyExists => {
+            format!("see it with `client topics describe {topic}`")
+        }
+        ResponseError::InvalidPartitions => format!(
+            "a topic can only grow: give more partitions than it has (see `client topics \
+             describe {topic}`)"
+        ),
+        ResponseError::InvalidReplicationFactor => {
+            "ask for no more replicas than there are brokers".to_string()
+        }
+        ResponseError::UnknownTopicOrPartition => {
+            "check the name with `client topics list`".to_string()
+        }
+        ResponseError::InvalidTopicException => {
+            "topic names use letters, digits, '.', '_' and '-', at most 249 characters".into()
+        }
+        ResponseError::TopicAuthorizationFailed | ResponseError::ClusterAuthorizationFailed => {
+            "this client does not authenticate; use a listener without ACLs".into()
+        }
+        _ if s.is_retriable() => "the cluster is busy or changing; retry in a moment".into(),
+        _ => return s.to_string(),
+    };
+    format!("{s}: {hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_missing_broker_says_how_to_start_one() {
+        let err = Error::Transport(TransportError::Connect {
+            addr: "127.0.0.1:9092".into(),
+            source: Arc::new(std::io::ErrorKind::ConnectionRefused.into()),
+        });
+        let line = explain(&err);
+        assert!(
+            line.starts_with("no broker listening at 127.0.0.1:9092"),
+            "{line}"
+        );
+        assert!(line.contains("broker --listen 127.0.0.1:9092"));
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn server_errors_get_hints() {
+        let e = Error::Server(ServerError::new(36).topic("orders"));
+        assert_eq!(
+            explain(&e),
+            "TOPIC_ALREADY_EXISTS (36) on topic orders: see it with `client topics describe orders`"
+        );
+        let e = Error::UnknownTopic {
+            topic: "nope".into(),
+        };
+        assert!(explain(&e).contains("client topics create nope"));
+        assert_eq!(
+            explain(&Error::Server(ServerError::new(87))),
+            "INVALID_RECORD (87)"
+        );
+    }
+}

@@ -1,0 +1,331 @@
+//! Errors in three layers, as rskafka layers them: the transport (sockets, frames, timeouts), the
+//! protocol (what we could not encode, or could not make sense of in an answer) and the server
+//! (a Kafka error code, with the topic and partition it applies to). A bad answer from a broker
+//! is always one of these values, never a panic.
+//!
+//! Every error is `Clone`: one broken connection fails every request waiting on it, and one
+//! failed batch fails every record in it, so the same error is handed to many waiters.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The connection to a broker failed. Retrying on a new connection may succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("connecting to {addr} timed out after {after:?}")]
+    ConnectTimeout { addr: String, after: Duration },
+    #[error("connection to {addr} failed: {source}")]
+    Io {
+        addr: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("broker {addr} broke framing: {reason}")]
+    Frame { addr: String, reason: String },
+    #[error("connection to {addr} was closed by the broker")]
+    Closed { addr: String },
+    #[error("connection to {addr} was abandoned while a request was half written")]
+    Abandoned { addr: String },
+    #[error("{api} request to {addr} got no answer within {after:?}")]
+    Timeout {
+        addr: String,
+        api: &'static str,
+        after: Duration,
+    },
+}
+
+impl TransportError {
+    /// The broker address this error is about.
+    pub fn addr(&self) -> &str {
+        match self {
+            Self::Connect { addr, .. }
+            | Self::ConnectTimeout { addr, .. }
+            | Self::Io { addr, .. }
+            | Self::Frame { addr, .. }
+            | Self::Closed { addr }
+            | Self::Abandoned { addr }
+            | Self::Timeout { addr, .. } => addr,
+        }
+    }
+
+    /// True when nothing listens at the address (the most common mistake when starting out).
+    pub fn is_connection_refused(&self) -> bool {
+        matches!(self, Self::Connect { source, .. }
+            if source.kind() == std::io::ErrorKind::ConnectionRefused)
+    }
+}
+
+/// We could not build a request, or could not understand a broker's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("cannot encode {api} v{version}: {reason}")]
+    Encode {
+        api: &'static str,
+        version: i16,
+        reason: String,
+    },
+    #[error("cannot decode {api} v{version} answer: {reason}")]
+    Decode {
+        api: &'static str,
+        version: i16,
+        reason: String,
+    },
+    #[error("{api}: {}", describe_ranges(*.broker, *.client))]
+    UnsupportedVersion {
+        api: &'static str,
+        /// The broker's advertised range, `None` when it does not offer the API at all.
+        broker: Option<(i16, i16)>,
+        client: (i16, i16),
+    },
+    #[error("corrupt record batch in {topic}-{partition} near offset {offset}: {reason}")]
+    CorruptBatch {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        reason: String,
+    },
+    #[error("the broker's {api} answer is inconsistent: {reason}")]
+    BadAnswer { api: &'static str, reason: String },
+}
+
+fn describe_ranges(broker: Option<(i16, i16)>, client: (i16, i16)) -> String {
+    match broker {
+        None => "the broker does not offer this API".to_string(),
+        Some((lo, hi)) => format!(
+            "the broker speaks versions {lo}..={hi}, this client {}..={}",
+            client.0, client.1
+        ),
+    }
+}
+
+/// A Kafka error code from a broker, with what it applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError {
+    pub code: i16,
+    pub topic: Option<String>,
+    pub partition: Option<i32>,
+    /// The broker's own explanation, when the API carries one.
+    pub message: Option<String>,
+}
+
+impl ServerError {
+    pub fn new(code: i16) -> Self {
+        Self {
+            code,
+            topic: None,
+            partition: None,
+            message: None,
+        }
+    }
+
+    pub fn topic(mut self, topic: impl Into<String>) -> Self {
+        self.topic = Some(topic.into());
+        self
+    }
+
+    pub fn partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    pub fn message(mut self, message: Option<impl Into<String>>) -> Self {
+        self.message = message.map(Into::into).filter(|m: &String| !m.is_empty());
+        self
+    }
+
+    /// `Ok` for code 0, else the error with no context yet.
+    pub fn check(code: i16) -> Result<(), ServerError> {
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(Self::new(code))
+        }
+    }
+
+    /// The code as the crate's enum.
+    pub fn kind(&self) -> ResponseError {
+        ResponseError::try_from_code(self.code).unwrap_or(ResponseError::Unknown(0))
+    }
+
+    /// Kafka's own name for the code, e.g. `UNKNOWN_TOPIC_OR_PARTITION`.
+    pub fn name(&self) -> String {
+        kafka_error_name(self.code)
+    }
+
+    /// Whether Kafka classes the code as retriable.
+    pub fn is_retriable(&self) -> bool {
+        self.kind().is_retriable()
+    }
+
+    /// Codes after which the metadata we routed by is probably stale.
+    pub fn invalidates_metadata(&self) -> bool {
+        matches!(
+            self.kind(),
+            ResponseError::UnknownTopicOrPartition
+                | ResponseError::NotLeaderOrFollower
+                | ResponseError::LeaderNotAvailable
+                | ResponseError::NotController
+                | ResponseError::FencedLeaderEpoch
+                | ResponseError::UnknownLeaderEpoch
+                | ResponseError::ReplicaNotAvailable
+        )
+    }
+
+    pub fn is(&self, kind: ResponseError) -> bool {
+        self.code == kind.code()
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.code)?;
+        match (&self.topic, self.partition) {
+            (Some(t), Some(p)) => write!(f, " on {t}-{p}")?,
+            (Some(t), None) => write!(f, " on topic {t}")?,
+            (None, Some(p)) => write!(f, " on partition {p}")?,
+            (None, None) => {}
+        }
+        if let Some(m) = &self.message {
+            // Brokers end messages with a period; ours are followed by more text.
+            write!(f, ": {}", m.trim_end_matches('.'))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+/// `UnknownTopicOrPartition` becomes `UNKNOWN_TOPIC_OR_PARTITION`, the name Kafka's docs and tools
+/// print; the crate only offers the Rust variant name.
+pub fn kafka_error_name(code: i16) -> String {
+    let Some(kind) = ResponseError::try_from_code(code) else {
+        return "NONE".to_string();
+    };
+    if let ResponseError::Unknown(c) = kind {
+        return format!("UNKNOWN_CODE_{c}");
+    }
+    let camel = kind.to_string();
+    let mut out = String::with_capacity(camel.len() + 8);
+    for (i, ch) in camel.chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_uppercase());
+    }
+    out
+}
+
+/// Any failure of the client library.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// The caller asked for something impossible (a bad name, a partition that does not exist).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A fresh Metadata answer says the topic does not exist (and was not auto-created).
+    #[error("topic {topic} does not exist")]
+    UnknownTopic { topic: String },
+    /// The topic exists but has fewer partitions than the one asked for.
+    #[error("topic {topic} has {count} partitions, so partition {partition} does not exist")]
+    UnknownPartition {
+        topic: String,
+        partition: i32,
+        count: i32,
+    },
+    /// A record does not fit in a request.
+    #[error("a record of {size} bytes exceeds the {max}-byte request limit")]
+    RecordTooLarge { size: usize, max: usize },
+    /// A consumer position is needed but none is known and the reset policy is `None`.
+    #[error("no position for {topic}-{partition} and auto offset reset is off")]
+    NoOffset { topic: String, partition: i32 },
+    /// The producer was closed before the record could be sent.
+    #[error("the producer is closed")]
+    ProducerClosed,
+}
+
+impl Error {
+    /// Whether trying again (after a metadata refresh and a backoff) may succeed.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Transport(_) => true,
+            Self::Server(e) => e.is_retriable(),
+            _ => false,
+        }
+    }
+
+    pub fn server(&self) -> Option<&ServerError> {
+        match self {
+            Self::Server(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_names_for_codes() {
+        assert_eq!(kafka_error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(kafka_error_name(6), "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(kafka_error_name(36), "TOPIC_ALREADY_EXISTS");
+        assert_eq!(kafka_error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(kafka_error_name(0), "NONE");
+        assert_eq!(kafka_error_name(9999), "UNKNOWN_CODE_9999");
+    }
+
+    #[test]
+    fn server_errors_say_where() {
+        let e = ServerError::new(3).topic("orders").partition(2);
+        assert_eq!(e.to_string(), "UNKNOWN_TOPIC_OR_PARTITION (3) on orders-2");
+        let e = ServerError::new(37)
+            .topic("orders")
+            .message(Some("Topic currently has 3 partitions"));
+        assert_eq!(
+            e.to_string(),
+            "INVALID_PARTITIONS (37) on topic orders: Topic currently has 3 partitions"
+        );
+        assert!(ServerError::new(6).is_retriable());
+        assert!(ServerError::new(6).invalidates_metadata());
+        assert!(!ServerError::new(36).is_retriable());
+        assert!(ServerError::check(0).is_ok());
+    }
+
+    #[test]
+    fn transport_errors_are_retriable_protocol_errors_are_not() {
+        let closed: Error = TransportError::Closed { addr: "a:1".into() }.into();
+        assert!(closed.is_retriable());
+        let bad: Error = ProtocolError::BadAnswer {
+            api: "Produce",
+            reason: "x".into(),
+        }
+        .into();
+        assert!(!bad.is_retriable());
+        let unsupported = ProtocolError::UnsupportedVersion {
+            api: "Fetch",
+            broker: Some((0, 3)),
+            client: (4, 12),
+        };
+        assert_eq!(
+            unsupported.to_string(),
+            "Fetch: the broker speaks versions 0..=3, this client 4..=12"
+        );
+    }
+}

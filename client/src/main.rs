@@ -1,0 +1,38 @@
+//! `client`: the workshop's Kafka command line. Errors are one line on stderr and a non-zero
+//! exit code (1 for failures, 2 for bad usage); logs go to stderr when RUST_LOG asks for them.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) if failure.is_silent() => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            failure.exit_code()
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! The `client` binary run as a user would, against a broker started in-process on port 0:
+//! output, exit codes, and the one-line errors.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+use broker::{Broker, BrokerConfig};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary with `args`, `stdin` as its input and KAFKA_BOOTSTRAP pointing at `addr`.
+async fn client(addr: Option<SocketAddr>, args: &[&str], stdin: &str) -> Run {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let stdin = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_client"));
+        cmd.args(&args)
+            .env_remove("RUST_LOG")
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match addr {
+            Some(addr) => cmd.env("KAFKA_BOOTSTRAP", addr.to_string()),
+            None => cmd.env_remove("KAFKA_BOOTSTRAP"),
+        };
+        let mut child = cmd.spawn().expect("the binary runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+async fn broker() -> Broker {
+    Broker::start(BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..BrokerConfig::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// A failure is one line, prefixed `error:`, with no panic or backtrace.
+fn assert_one_line_error(run: &Run, code: i32, contains: &str) {
+    assert_eq!(run.code, code, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {:?}", run.stderr);
+    assert!(lines[0].starts_with("error: "), "{}", lines[0]);
+    assert!(lines[0].contains(contains), "{} lacks {contains}", lines[0]);
+    assert!(!run.stderr.contains("panicked") && !run.stderr.contains("backtrace"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_lifecycle() {
+    let b = broker().await;
+    let addr = Some(b.addr());
+    let run = client(
+        addr,
+        &["topics", "create", "orders", "--partitions", "3"],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "Created topic orders.\n")
+    );
+    client(addr, &["topics", "create", "audit", "-p", "1"], "").await;
+
+    let run = client(addr, &["topics", "list"], "").await;
+    assert_eq!(run.stdout, "audit\norders\n");
+    let run = client(addr, &["topics", "describe", "orders"], "").await;
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("Topic: orders\tTopicId: "),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].ends_with("\tPartitionCount: 3\tReplicationFactor: 1"));
+    assert_eq!(
+        lines[3],
+        "\tTopic: orders\tPartition: 2\tLeader: 1\tReplicas: 1\tIsr: 1"
+    );
+
+    let run = client(
+        addr,
+        &["topics", "alter", "orders", "--partitions", "6"],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "Topic orders now has 6 partitions.\n")
+    );
+    let run = client(
+        addr,
+        &["topics", "alter", "orders", "--partitions", "2"],
+        "",
+    )
+    .await;
+    assert_one_line_error(&run, 1, "INVALID_PARTITIONS");
+    let run = client(
+        addr,
+        &["topics", "create", "orders", "--partitions", "3"],
+        "",
+    )
+    .await;
+    assert_one_line_error(&run, 1, "TOPIC_ALREADY_EXISTS");
+
+    let run = client(addr, &["topics", "delete", "audit"], "").await;
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "Deleted topic audit.\n")
+    );
+    let run = client(addr, &["topics", "describe", "audit"], "").await;
+    assert_one_line_error(&run, 1, "client topics create audit");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_then_consume_with_keys_and_formats() {
+    let b = broker().await;
+    let addr = Some(b.addr());
+    client(
+        addr,
+        &["topics", "create", "orders", "--partitions", "12"],
+        "",
+    )
+    .await;
+    let input = "order-8842:paid\norder-1:new\nno key here\norder-8842:shipped\n";
+    let run = client(
+        addr,
+        &["produce", "orders", "-K", ":", "--compression", "gzip"],
+        input,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+    assert!(
+        run.stderr.starts_with("produced 4 records to orders in "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("partition 4: 2"),
+        "order-8842 goes to 4: {}",
+        run.stderr
+    );
+
+    let run = client(
+        addr,
+        &["consume", "orders", "--partition", "4", "--exit"],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "orders/4@0 key=order-8842 value=paid\norders/4@1 key=order-8842 value=shipped\n"
+    );
+    assert_eq!(run.stderr, "consumed 2 records from orders\n");
+
+    let run = client(
+        addr,
+        &[
+            "consume",
+            "orders",
+            "--exit",
+            "--format",
+            "%k|%s|%p|%o|%K\\n",
+        ],
+        "",
+    )
+    .await;
+    let mut lines: Vec<&str> = run.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 4, "{}", run.stdout);
+    assert!(lines.contains(&"order-8842|paid|4|0|10"));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("|no key here|") && l.ends_with("|-1")));
+
+    let run = client(
+        addr,
+        &[
+            "consume", "orders", "-p", "4", "-o", "-1", "--count", "1", "-f", "%s\\n",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(run.stdout, "shipped\n");
+    let run = client(
+        addr,
+        &["consume", "orders", "-p", "4", "-o", "end", "--exit"],
+        "",
+    )
+    .await;
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""));
+
+    let run = client(addr, &["offsets", "orders"], "").await;
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "TOPIC   PARTITION  EARLIEST  LATEST");
+    assert_eq!(lines.len(), 13);
+    assert!(
+        lines.contains(&"orders  4          0         2"),
+        "{}",
+        run.stdout
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_to_one_partition_with_every_acks_setting() {
+    let b = broker().await;
+    let addr = Some(b.addr());
+    client(addr, &["topics", "create", "t", "--partitions", "2"], "").await;
+    for acks in ["0", "1", "all"] {
+        let run = client(
+            addr,
+            &["produce", "t", "--partition", "1", "--acks", acks],
+            "x\n",
+        )
+        .await;
+        assert_eq!(run.code, 0, "acks={acks}: {}", run.stderr);
+        assert!(run.stderr.contains("(partition 1: 1)"), "{}", run.stderr);
+    }
+    let run = client(
+        addr,
+        &["consume", "t", "-p", "1", "--exit", "-f", "%o\\n"],
+        "",
+    )
+    .await;
+    assert_eq!(run.stdout, "0\n1\n2\n");
+    let run = client(addr, &["produce", "t", "--partition", "7"], "x\n").await;
+    assert_one_line_error(&run, 1, "partition below 2");
+    let run = client(addr, &["produce", "missing"], "x\n").await;
+    assert_one_line_error(&run, 1, "topic 'missing' does not exist");
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn partition_shows_where_keys_go_without_a_broker() {
+    let run = client(
+        None,
+        &[
+            "partition",
+            "order-8842",
+            "--partitions",
+            "12",
+            "--to",
+            "24",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0);
+    assert_eq!(
+        run.stdout,
+        "KEY         PARTITION(12)  PARTITION(24)  MOVES\norder-8842  4              16             yes\n"
+    );
+    let keys: String = (0..1000).map(|i| format!("order-{i}\n")).collect();
+    let run = client(
+        None,
+        &["partition", "--partitions", "12", "--to", "24"],
+        &keys,
+    )
+    .await;
+    assert!(
+        run.stdout.starts_with("1000 keys, 12 -> 24 partitions: "),
+        "{}",
+        run.stdout
+    );
+    let run = client(None, &["partition", "k", "--partitions", "0"], "").await;
+    assert_one_line_error(&run, 2, "at least 1");
+}
+
+#[tokio::test]
+async fn no_broker_gives_one_line_saying_how_to_start_one() {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let run = client(Some(addr), &["topics", "list"], "").await;
+    assert_one_line_error(&run, 1, &format!("no broker listening at {addr}"));
+    assert!(run.stderr.contains(&format!("broker --listen {addr}")));
+    // The flag wins over the environment.
+    let run = client(
+        None,
+        &["--bootstrap", &addr.to_string(), "consume", "t"],
+        "",
+    )
+    .await;
+    assert_one_line_error(&run, 1, "no broker listening");
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_and_every_verb_has_help_with_an_example() {
+    let run = client(None, &["topics", "create", "x"], "").await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--partitions"));
+    let run = client(None, &["consume", "t", "--format", "%q"], "").await;
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("unknown placeholder %q"),
+        "{}",
+        run.stderr
+    );
+    let verbs: [&[&str]; 10] = [
+        &[],
+        &["topics", "list"],
+        &["topics", "describe"],
+        &["topics", "create"],
+        &["topics", "alter"],
+        &["topics", "delete"],
+        &["produce"],
+        &["consume"],
+        &["offsets"],
+        &["partition"],
+    ];
+    for verb in verbs {
+        let mut args = verb.to_vec();
+        args.push("--help");
+        let run = client(None, &args, "").await;
+        assert_eq!(run.code, 0, "{verb:?}");
+        assert!(
+            run.stdout.contains("Example"),
+            "{verb:?} help has an example"
+        );
+    }
+}
