@@ -17,6 +17,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub use broker::{Broker, BrokerConfig};
+pub use requests::*;
+
+mod requests;
 
 /// A broker on `127.0.0.1:0` with `config`'s other settings.
 pub async fn start_broker(config: BrokerConfig) -> Broker {

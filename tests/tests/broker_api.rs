@@ -4,85 +4,12 @@ use bytes::Bytes;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 use tests::*;
-
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_string()))
-}
-
-async fn create_topic(client: &mut RawClient, name: &str, partitions: i32) -> i16 {
-    let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(topic_name(name))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)]);
-    client.call(&request, 5).await.topics[0].error_code
-}
-
-fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(topic_name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
-}
-
-async fn produce(
-    client: &mut RawClient,
-    topic: &str,
-    partition: i32,
-    records: Bytes,
-    version: i16,
-) -> PartitionProduceResponse {
-    let response = client
-        .call(&produce_request(topic, partition, records, -1), version)
-        .await;
-    response.responses[0].partition_responses[0].clone()
-}
-
-fn fetch_request(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(50 * 1024 * 1024)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(topic_name(topic))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(1024 * 1024)])])
-}
-
-async fn list_offset(
-    client: &mut RawClient,
-    topic: &str,
-    partition: i32,
-    timestamp: i64,
-) -> (i16, i64, i64) {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(topic_name(topic))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(partition)
-                .with_timestamp(timestamp)])]);
-    let response = client.call(&request, 7).await;
-    let p = &response.topics[0].partitions[0];
-    (p.error_code, p.timestamp, p.offset)
-}
 
 #[tokio::test]
 async fn api_versions_advertises_the_reference_table_and_answers_newer_clients_in_v0() {

@@ -3,44 +3,20 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use tests::*;
 
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
-fn produce_request(partition: i32, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name("orders"))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
-}
-
-async fn produce(client: &mut RawClient, partition: i32, records: Bytes) -> (i16, i64) {
-    let response = client.call(&produce_request(partition, records), 9).await;
-    let p = &response.responses[0].partition_responses[0];
+/// Produces to `orders` with acks=all: `(error code, base offset)`.
+async fn produce_orders(client: &mut RawClient, partition: i32, records: Bytes) -> (i16, i64) {
+    let p = produce(client, "orders", partition, records, 9).await;
     (p.error_code, p.base_offset)
 }
 
 async fn read_all(client: &mut RawClient, partition: i32) -> Vec<(i64, Option<String>, String)> {
-    let request = FetchRequest::default()
-        .with_max_wait_ms(0)
-        .with_max_bytes(1 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(name("orders"))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_partition_max_bytes(1 << 20)])]);
-    let response = client.call(&request, 12).await;
+    let response = client
+        .call(&fetch_request("orders", partition, 0, 0), 12)
+        .await;
     decode_records(
         response.responses[0].partitions[0]
             .records
@@ -68,7 +44,7 @@ async fn topics_and_records_survive_a_restart() {
         let broker = start_broker(config.clone()).await;
         let mut client = RawClient::connect(broker.addr()).await;
         let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(name("orders"))
+            .with_name(topic_name("orders"))
             .with_num_partitions(3)
             .with_replication_factor(1)
             .with_configs(vec![CreatableTopicConfig::default()
@@ -88,7 +64,7 @@ async fn topics_and_records_survive_a_restart() {
             (Some("order-8842"), "paid", 2),
         ];
         assert_eq!(
-            produce(
+            produce_orders(
                 &mut client,
                 2,
                 batch(&records, kafka_protocol::records::Compression::Gzip)
@@ -104,7 +80,10 @@ async fn topics_and_records_survive_a_restart() {
                 base_sequence: 0,
             },
         );
-        assert_eq!(produce(&mut client, 2, idempotent.clone()).await, (0, 2));
+        assert_eq!(
+            produce_orders(&mut client, 2, idempotent.clone()).await,
+            (0, 2)
+        );
         broker.shutdown().await;
     }
     let broker = start_broker(config).await;
@@ -117,15 +96,15 @@ async fn topics_and_records_survive_a_restart() {
     let stored: Vec<(i64, &str)> = records.iter().map(|(o, _, v)| (*o, v.as_str())).collect();
     assert_eq!(stored, vec![(0, "created"), (1, "paid"), (2, "created")]);
     // The producer's retry after the restart is still recognised, and new data continues at 3.
-    assert_eq!(produce(&mut client, 2, idempotent).await, (0, 2));
-    assert_eq!(produce(&mut client, 2, values(1)).await, (0, 3));
+    assert_eq!(produce_orders(&mut client, 2, idempotent).await, (0, 2));
+    assert_eq!(produce_orders(&mut client, 2, values(1)).await, (0, 3));
     let configs = broker.state().topics.get("orders").unwrap().configs.clone();
     assert_eq!(
         configs.get("retention.ms").map(String::as_str),
         Some("5000")
     );
     // Deleting removes the files: a third start has no topic.
-    let delete = DeleteTopicsRequest::default().with_topic_names(vec![name("orders")]);
+    let delete = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("orders")]);
     assert_eq!(client.call(&delete, 4).await.responses[0].error_code, 0);
     broker.shutdown().await;
     let broker = start_broker(BrokerConfig {

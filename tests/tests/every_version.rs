@@ -14,51 +14,47 @@ use kafka_protocol::protocol::StrBytes;
 use protocol::versions::BROKER_APIS;
 use tests::*;
 
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
 /// A request of this API with content, so nested response fields are encoded too.
 fn sample(key: ApiKey, version: i16) -> Option<RequestBody> {
-    let topic = || name("t");
+    let topic = || topic_name("t");
     Some(match key {
         ApiKey::ApiVersions => RequestBody::ApiVersions(ApiVersionsRequest::default()),
         ApiKey::Metadata => {
             RequestBody::Metadata(MetadataRequest::default().with_topics(Some(vec![
                 MetadataRequestTopic::default().with_name(Some(topic())),
-                MetadataRequestTopic::default().with_name(Some(name("missing"))),
+                MetadataRequestTopic::default().with_name(Some(topic_name("missing"))),
             ])))
         }
-        ApiKey::CreateTopics => RequestBody::CreateTopics(
-            CreateTopicsRequest::default().with_topics(vec![
+        ApiKey::CreateTopics => {
+            RequestBody::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
                 CreatableTopic::default()
-                    .with_name(name(&format!("created-v{version}")))
+                    .with_name(topic_name(&format!("created-v{version}")))
                     .with_num_partitions(2)
                     .with_replication_factor(1),
                 CreatableTopic::default()
                     .with_name(topic())
                     .with_num_partitions(1)
                     .with_replication_factor(1),
-            ]),
-        ),
+            ]))
+        }
         ApiKey::DeleteTopics => RequestBody::DeleteTopics(
-            DeleteTopicsRequest::default().with_topic_names(vec![name("missing")]),
+            DeleteTopicsRequest::default().with_topic_names(vec![topic_name("missing")]),
         ),
         ApiKey::CreatePartitions => {
             RequestBody::CreatePartitions(CreatePartitionsRequest::default().with_topics(vec![
             CreatePartitionsTopic::default().with_name(topic()).with_count(1),
         ]))
         }
-        ApiKey::DescribeConfigs => RequestBody::DescribeConfigs(
-            DescribeConfigsRequest::default().with_resources(vec![
+        ApiKey::DescribeConfigs => {
+            RequestBody::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
                 DescribeConfigsResource::default()
                     .with_resource_type(2)
                     .with_resource_name(StrBytes::from_static_str("t")),
                 DescribeConfigsResource::default()
                     .with_resource_type(4)
                     .with_resource_name(StrBytes::from_static_str("1")),
-            ]),
-        ),
+            ]))
+        }
         ApiKey::InitProducerId => RequestBody::InitProducerId(
             InitProducerIdRequest::default().with_transactional_id(None),
         ),
@@ -130,7 +126,7 @@ async fn every_accepted_version_of_every_api_is_answered() {
     let broker = broker().await;
     let mut setup = RawClient::connect(broker.addr()).await;
     let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(name("t"))
+        .with_name(topic_name("t"))
         .with_num_partitions(1)
         .with_replication_factor(1)]);
     setup.call(&create, 5).await;

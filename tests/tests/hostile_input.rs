@@ -202,7 +202,7 @@ async fn mutated_valid_requests_never_take_the_broker_down() {
             let at = (next(&mut rng) as usize) % body.len();
             body[at] = next(&mut rng) as u8;
         }
-        if next(&mut rng) % 5 == 0 {
+        if next(&mut rng).is_multiple_of(5) {
             body.truncate((next(&mut rng) as usize) % body.len());
         }
         let mut client = RawClient::connect(broker.addr()).await;

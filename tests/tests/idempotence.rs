@@ -2,25 +2,14 @@
 //! that fence zombies, and lost acknowledgements injected as faults.
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tests::*;
 
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
 async fn setup(broker: &Broker, partitions: i32) -> RawClient {
     let mut client = RawClient::connect(broker.addr()).await;
-    let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(name("t"))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)]);
-    assert_eq!(client.call(&request, 5).await.topics[0].error_code, 0);
+    assert_eq!(create_topic(&mut client, "t", partitions).await, 0);
     client
 }
 
@@ -35,26 +24,6 @@ async fn init(client: &mut RawClient, transactional_id: Option<&str>) -> (i64, i
     (response.producer_id.0, response.producer_epoch)
 }
 
-fn produce_request(partition: i32, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name("t"))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
-}
-
-async fn produce(
-    client: &mut RawClient,
-    partition: i32,
-    records: Bytes,
-) -> PartitionProduceResponse {
-    let response = client.call(&produce_request(partition, records), 9).await;
-    response.responses[0].partition_responses[0].clone()
-}
-
 fn stamped(id: i64, epoch: i16, base_sequence: i32, values: &[&str]) -> Bytes {
     let records: Vec<TestRecord<'_>> = values.iter().map(|v| (None, *v, 1)).collect();
     idempotent_batch(
@@ -65,16 +34,6 @@ fn stamped(id: i64, epoch: i16, base_sequence: i32, values: &[&str]) -> Bytes {
             base_sequence,
         },
     )
-}
-
-async fn end_offset(client: &mut RawClient, partition: i32) -> i64 {
-    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-    let request = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
-        .with_name(name("t"))
-        .with_partitions(vec![ListOffsetsPartition::default()
-            .with_partition_index(partition)
-            .with_timestamp(-1)])]);
-    client.call(&request, 5).await.topics[0].partitions[0].offset
 }
 
 #[tokio::test]
@@ -99,16 +58,21 @@ async fn a_retried_batch_gets_its_original_offset_and_is_stored_once() {
     let mut client = setup(&broker, 1).await;
     let (id, epoch) = init(&mut client, None).await;
     let first = stamped(id, epoch, 0, &["a", "b"]);
-    assert_eq!(produce(&mut client, 0, first.clone()).await.base_offset, 0);
     assert_eq!(
-        produce(&mut client, 0, stamped(id, epoch, 2, &["c"]))
+        produce(&mut client, "t", 0, first.clone(), 9)
+            .await
+            .base_offset,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "t", 0, stamped(id, epoch, 2, &["c"]), 9)
             .await
             .base_offset,
         2
     );
-    let retry = produce(&mut client, 0, first).await;
+    let retry = produce(&mut client, "t", 0, first, 9).await;
     assert_eq!((retry.error_code, retry.base_offset), (0, 0));
-    assert_eq!(end_offset(&mut client, 0).await, 3);
+    assert_eq!(list_offset(&mut client, "t", 0, -1).await.2, 3);
     let partition = broker
         .state()
         .topics
@@ -124,8 +88,8 @@ async fn gaps_and_old_epochs_are_refused() {
     let broker = broker().await;
     let mut client = setup(&broker, 1).await;
     let (id, _) = init(&mut client, Some("payments")).await;
-    produce(&mut client, 0, stamped(id, 0, 0, &["a"])).await;
-    let gap = produce(&mut client, 0, stamped(id, 0, 5, &["x"])).await;
+    produce(&mut client, "t", 0, stamped(id, 0, 0, &["a"]), 9).await;
+    let gap = produce(&mut client, "t", 0, stamped(id, 0, 5, &["x"]), 9).await;
     assert_eq!(
         gap.error_code,
         ResponseError::OutOfOrderSequenceNumber.code()
@@ -134,17 +98,17 @@ async fn gaps_and_old_epochs_are_refused() {
     let (same_id, epoch) = init(&mut client, Some("payments")).await;
     assert_eq!((same_id, epoch), (id, 1));
     assert_eq!(
-        produce(&mut client, 0, stamped(id, 1, 0, &["new"]))
+        produce(&mut client, "t", 0, stamped(id, 1, 0, &["new"]), 9)
             .await
             .error_code,
         0
     );
-    let zombie = produce(&mut client, 0, stamped(id, 0, 1, &["stale"])).await;
+    let zombie = produce(&mut client, "t", 0, stamped(id, 0, 1, &["stale"]), 9).await;
     assert_eq!(
         zombie.error_code,
         ResponseError::InvalidProducerEpoch.code()
     );
-    assert_eq!(end_offset(&mut client, 0).await, 2);
+    assert_eq!(list_offset(&mut client, "t", 0, -1).await.2, 2);
 }
 
 #[tokio::test]
@@ -156,7 +120,9 @@ async fn a_dropped_ack_closes_the_connection_after_the_append_and_the_retry_is_a
     let mut client = setup(&broker, 1).await;
     let (id, epoch) = init(&mut client, None).await;
     let batch = stamped(id, epoch, 0, &["charge-1", "charge-2"]);
-    client.send(&produce_request(0, batch.clone()), 9).await;
+    client
+        .send(&produce_request("t", 0, batch.clone(), -1), 9)
+        .await;
     assert!(
         client.closed_by_broker().await,
         "the acknowledgement is lost"
@@ -164,9 +130,9 @@ async fn a_dropped_ack_closes_the_connection_after_the_append_and_the_retry_is_a
     assert_eq!(broker.faults().acks_dropped(), 1);
     // The producer reconnects and retries the same batch: stored once.
     let mut retry = RawClient::connect(broker.addr()).await;
-    let response = produce(&mut retry, 0, batch).await;
+    let response = produce(&mut retry, "t", 0, batch, 9).await;
     assert_eq!((response.error_code, response.base_offset), (0, 0));
-    assert_eq!(end_offset(&mut retry, 0).await, 2);
+    assert_eq!(list_offset(&mut retry, "t", 0, -1).await.2, 2);
 }
 
 #[tokio::test]
@@ -175,11 +141,17 @@ async fn without_idempotence_a_retry_after_a_lost_ack_is_a_duplicate() {
     broker.faults().add("drop-ack:count=1".parse().unwrap());
     let mut client = setup(&broker, 1).await;
     let plain = values(2);
-    client.send(&produce_request(0, plain.clone()), 9).await;
+    client
+        .send(&produce_request("t", 0, plain.clone(), -1), 9)
+        .await;
     assert!(client.closed_by_broker().await);
     let mut retry = RawClient::connect(broker.addr()).await;
-    assert_eq!(produce(&mut retry, 0, plain).await.base_offset, 2);
-    assert_eq!(end_offset(&mut retry, 0).await, 4, "both copies stored");
+    assert_eq!(produce(&mut retry, "t", 0, plain, 9).await.base_offset, 2);
+    assert_eq!(
+        list_offset(&mut retry, "t", 0, -1).await.2,
+        4,
+        "both copies stored"
+    );
 }
 
 #[tokio::test]
@@ -188,13 +160,13 @@ async fn dedup_is_per_partition() {
     let mut client = setup(&broker, 2).await;
     let (id, epoch) = init(&mut client, None).await;
     let batch = stamped(id, epoch, 0, &["order.cancelled"]);
-    produce(&mut client, 0, batch.clone()).await;
+    produce(&mut client, "t", 0, batch.clone(), 9).await;
     // The same batch resent to another partition (after a partition-count change, say) is new
     // data there: no window on partition 1 knows its sequence.
-    let elsewhere = produce(&mut client, 1, batch).await;
+    let elsewhere = produce(&mut client, "t", 1, batch, 9).await;
     assert_eq!((elsewhere.error_code, elsewhere.base_offset), (0, 0));
     assert_eq!(
-        end_offset(&mut client, 0).await + end_offset(&mut client, 1).await,
+        list_offset(&mut client, "t", 0, -1).await.2 + list_offset(&mut client, "t", 1, -1).await.2,
         2
     );
 }
