@@ -7,6 +7,7 @@
 //! what the decoders and Kafka 4.0 (KIP-896) still take.
 
 use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Message, VersionRange};
 
 /// One API: the range put in the ApiVersions answer and the lowest version actually decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,28 +72,44 @@ impl HeaderPrefix {
     }
 }
 
+/// The versions the crate's request type for `key` encodes and decodes, for the APIs this
+/// workspace speaks. Not `ApiKey::valid_versions()`, which is wider (see the module docs).
+pub fn request_versions(key: ApiKey) -> Option<VersionRange> {
+    use kafka_protocol::messages::*;
+    Some(match key {
+        ApiKey::Produce => ProduceRequest::VERSIONS,
+        ApiKey::Fetch => FetchRequest::VERSIONS,
+        ApiKey::ListOffsets => ListOffsetsRequest::VERSIONS,
+        ApiKey::Metadata => MetadataRequest::VERSIONS,
+        ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS,
+        ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS,
+        ApiKey::FindCoordinator => FindCoordinatorRequest::VERSIONS,
+        ApiKey::JoinGroup => JoinGroupRequest::VERSIONS,
+        ApiKey::Heartbeat => HeartbeatRequest::VERSIONS,
+        ApiKey::LeaveGroup => LeaveGroupRequest::VERSIONS,
+        ApiKey::SyncGroup => SyncGroupRequest::VERSIONS,
+        ApiKey::DescribeGroups => DescribeGroupsRequest::VERSIONS,
+        ApiKey::ListGroups => ListGroupsRequest::VERSIONS,
+        ApiKey::ApiVersions => ApiVersionsRequest::VERSIONS,
+        ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
+        ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
+        ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
+        ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+        ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
+        ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::Message;
 
     #[test]
     fn every_accepted_version_is_one_the_crate_decodes() {
         for api in BROKER_APIS {
-            let decodable = match api.key {
-                ApiKey::Produce => ProduceRequest::VERSIONS,
-                ApiKey::Fetch => FetchRequest::VERSIONS,
-                ApiKey::ListOffsets => ListOffsetsRequest::VERSIONS,
-                ApiKey::Metadata => MetadataRequest::VERSIONS,
-                ApiKey::ApiVersions => ApiVersionsRequest::VERSIONS,
-                ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
-                ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
-                ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
-                ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
-                ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
-                other => panic!("no decoder listed for {other:?}"),
-            };
+            let decodable = request_versions(api.key)
+                .unwrap_or_else(|| panic!("no request type listed for {:?}", api.key));
             assert!(
                 decodable.min <= api.accepted_min && api.max <= decodable.max,
                 "{:?}: accepted {}..={} outside decodable {}",
