@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::faults::Fault;
 
@@ -28,6 +29,12 @@ pub struct BrokerConfig {
     pub faults: Vec<Fault>,
     /// Where topics are stored, and recovered from at start; `None` keeps them in memory.
     pub data_dir: Option<PathBuf>,
+    /// Kafka's `group.initial.rebalance.delay.ms`: how long a new group's first rebalance waits
+    /// for more members. Kafka defaults to 3 s; 0 here, so a lone consumer starts at once.
+    pub group_initial_rebalance_delay: Duration,
+    /// Serve Prometheus metrics (partition offsets, consumer lag) over HTTP here; the bound
+    /// address is [`crate::Broker::metrics_addr`].
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for BrokerConfig {
@@ -42,6 +49,8 @@ impl Default for BrokerConfig {
             max_connections: 4096,
             faults: Vec::new(),
             data_dir: None,
+            group_initial_rebalance_delay: Duration::ZERO,
+            metrics: None,
         }
     }
 }

@@ -56,7 +56,7 @@ pub async fn serve(
         };
         let api = protocol::versions::HeaderPrefix::peek(&frame)
             .and_then(|h| kafka_protocol::messages::ApiKey::try_from(h.api_key).ok());
-        match handler::handle(&state, frame).await {
+        match handler::handle(&state, peer, frame).await {
             Reply::Frame(out) => {
                 if let Some(delay) = api.and_then(|api| state.faults.delay(api)) {
                     tokio::time::sleep(delay).await;

@@ -5,7 +5,9 @@
 //! [`handler::handle`]. The handler peeks the header, refuses what Kafka refuses, decodes the body
 //! with the `kafka-protocol` crate and routes it by API key to one module per API. Those read and
 //! write the [`topics`] registry, whose partitions are [`log::PartitionLog`]s: raw record batches
-//! with an offset index, each behind its own lock.
+//! with an offset index, each behind its own lock. Consumer-group APIs go to the [`group`]
+//! coordinator (one lock per group); [`lag`] combines its committed offsets with the logs, and
+//! `--metrics` serves both as Prometheus text.
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -19,8 +21,11 @@
 pub mod config;
 mod connection;
 pub mod faults;
+pub mod group;
 mod handler;
+pub mod lag;
 pub mod log;
+mod metrics;
 pub mod producer;
 mod segment;
 mod server;

@@ -37,6 +37,14 @@ struct Args {
     /// delay:ms=N[,api=produce], close-after:requests=N.
     #[arg(long = "fault", value_name = "SPEC")]
     faults: Vec<broker::faults::Fault>,
+    /// Serve Prometheus metrics (partition offsets, consumer-group lag) on http://ADDR/metrics.
+    /// Give a loopback address unless the metrics are meant to be reachable from elsewhere.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// How long a new consumer group's first rebalance waits for more members (Kafka's
+    /// group.initial.rebalance.delay.ms; Kafka's own default is 3000).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    group_initial_rebalance_delay_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -66,6 +74,10 @@ async fn run(args: Args) -> ExitCode {
         max_message_bytes: args.max_message_bytes,
         faults: args.faults,
         data_dir: args.data_dir,
+        metrics: args.metrics,
+        group_initial_rebalance_delay: std::time::Duration::from_millis(
+            args.group_initial_rebalance_delay_ms,
+        ),
         ..BrokerConfig::default()
     };
     let broker = match Broker::start(config).await {

@@ -13,6 +13,8 @@ use tracing::{info, warn};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::faults::Faults;
+use crate::group::state::Timing;
+use crate::group::GroupCoordinator;
 use crate::producer::ProducerIds;
 use crate::state::BrokerState;
 use crate::topics::Topics;
@@ -22,6 +24,7 @@ use crate::topics::Topics;
 #[derive(Debug)]
 pub struct Broker {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     state: Arc<BrokerState>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -37,6 +40,11 @@ impl Broker {
         for fault in &config.faults {
             faults.add(fault.clone());
         }
+        let shutdown = CancellationToken::new();
+        let group_timing = Timing {
+            initial_rebalance_delay: config.group_initial_rebalance_delay,
+            ..Timing::default()
+        };
         let state = Arc::new(BrokerState {
             advertised_host: addr.ip().to_string(),
             advertised_port: addr.port() as i32,
@@ -47,10 +55,17 @@ impl Broker {
             },
             producer_ids: ProducerIds::default(),
             faults,
+            groups: GroupCoordinator::new(group_timing, shutdown.child_token()),
             config,
         });
-        let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
+        // Bound before anything is spawned, so a failure leaves nothing running.
+        let metrics_addr = match state.config.metrics {
+            Some(metrics) => {
+                Some(crate::metrics::start(metrics, state.clone(), shutdown.clone(), &tasks).await?)
+            }
+            None => None,
+        };
         tasks.spawn(accept_loop(
             listener,
             state.clone(),
@@ -60,6 +75,7 @@ impl Broker {
         info!(%addr, "broker listening");
         Ok(Broker {
             addr,
+            metrics_addr,
             state,
             shutdown,
             tasks,
@@ -69,6 +85,11 @@ impl Broker {
     /// The address actually bound (the real port when the config asked for port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where `GET /metrics` is served, when the config asked for it.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Stops accepting, closes every connection after its current request, and waits for them.

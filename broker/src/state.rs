@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::config::BrokerConfig;
 use crate::faults::Faults;
+use crate::group::GroupCoordinator;
 use crate::producer::ProducerIds;
 use crate::topics::Topics;
 
@@ -18,6 +19,7 @@ pub struct BrokerState {
     pub topics: Topics,
     pub producer_ids: ProducerIds,
     pub faults: Arc<Faults>,
+    pub groups: GroupCoordinator,
 }
 
 impl BrokerState {

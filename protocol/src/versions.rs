@@ -33,12 +33,22 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::Fetch, 4, 4, 12),
     api(ApiKey::ListOffsets, 1, 1, 7),
     api(ApiKey::Metadata, 0, 0, 12),
+    api(ApiKey::OffsetCommit, 2, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 1, 7),
+    api(ApiKey::FindCoordinator, 0, 0, 4),
+    api(ApiKey::JoinGroup, 0, 0, 9),
+    api(ApiKey::Heartbeat, 0, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 0, 5),
+    api(ApiKey::SyncGroup, 0, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 0, 5),
+    api(ApiKey::ListGroups, 0, 0, 4),
     api(ApiKey::ApiVersions, 0, 0, 4),
     api(ApiKey::CreateTopics, 2, 2, 7),
     api(ApiKey::DeleteTopics, 1, 1, 5),
     api(ApiKey::DescribeConfigs, 1, 1, 4),
     api(ApiKey::InitProducerId, 0, 0, 4),
     api(ApiKey::CreatePartitions, 0, 0, 3),
+    api(ApiKey::DeleteGroups, 0, 0, 2),
 ];
 
 /// What the broker does with a request of this key and version.
@@ -127,6 +137,17 @@ mod tests {
         let advertised = |key| broker_support(key).map(|a| (a.advertised_min, a.max));
         assert_eq!(advertised(ApiKey::Produce), Some((0, 9)));
         assert_eq!(advertised(ApiKey::Fetch), Some((4, 12)));
+        // Its coordinator lookup and balanced-consumer features.
+        assert_eq!(advertised(ApiKey::FindCoordinator), Some((0, 4)));
+        for key in [
+            ApiKey::JoinGroup,
+            ApiKey::SyncGroup,
+            ApiKey::Heartbeat,
+            ApiKey::LeaveGroup,
+        ] {
+            assert_eq!(advertised(key).map(|(min, _)| min), Some(0), "{key:?}");
+        }
+        assert_eq!(advertised(ApiKey::OffsetFetch), Some((1, 7)));
         assert!(broker_accepts(ApiKey::Produce, 3));
         assert!(!broker_accepts(ApiKey::Produce, 2));
         assert!(!broker_accepts(ApiKey::Fetch, 13));

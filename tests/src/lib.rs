@@ -117,6 +117,24 @@ impl RawClient {
     }
 }
 
+/// Sends one HTTP/1.1 request line (e.g. `GET /metrics`) and returns the whole response.
+pub async fn http_get(addr: SocketAddr, request_line: &str) -> String {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .expect("connect to the HTTP endpoint");
+    let request = format!("{request_line} HTTP/1.1\r\nHost: {addr}\r\nAccept: */*\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("read the response");
+    response
+}
+
 /// One record for [`batch`]: key, value, timestamp.
 pub type TestRecord<'a> = (Option<&'a str>, &'a str, i64);
 

@@ -89,11 +89,116 @@ fn sample(key: ApiKey, version: i16) -> Option<RequestBody> {
                             .with_partition_max_bytes(1 << 20),
                     ])]),
         ),
+        _ => return group_sample(key, version),
+    })
+}
+
+/// Group APIs, so that the answers carry members, assignments and per-partition errors. The
+/// JoinGroups come first in the table: each version joins its own group, which DescribeGroups
+/// and ListGroups then report.
+fn group_sample(key: ApiKey, version: i16) -> Option<RequestBody> {
+    let s = |s: &str| StrBytes::from_string(s.to_string());
+    let group = |g: &str| GroupId(s(g));
+    Some(match key {
+        ApiKey::OffsetCommit => RequestBody::OffsetCommit(
+            OffsetCommitRequest::default()
+                .with_group_id(group("g-commit"))
+                .with_topics(vec![
+                    offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(topic_name("t"))
+                        .with_partitions(
+                            [0, 9]
+                                .map(|p| {
+                                    offset_commit_request::OffsetCommitRequestPartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(1)
+                                })
+                                .to_vec(),
+                        ),
+                ]),
+        ),
+        ApiKey::OffsetFetch => RequestBody::OffsetFetch(
+            OffsetFetchRequest::default()
+                .with_group_id(group("g-commit"))
+                .with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(topic_name("t"))
+                        .with_partition_indexes(vec![0, 9]),
+                ])),
+        ),
+        ApiKey::FindCoordinator if version >= 4 => RequestBody::FindCoordinator(
+            FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g"), s("h")]),
+        ),
+        ApiKey::FindCoordinator => {
+            RequestBody::FindCoordinator(FindCoordinatorRequest::default().with_key(s("g")))
+        }
+        ApiKey::JoinGroup => {
+            let request = JoinGroupRequest::default()
+                .with_group_id(group(&format!("g-join-v{version}")))
+                .with_session_timeout_ms(10_000)
+                .with_protocol_type(s("consumer"))
+                .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+                )
+                .with_name(s("range"))
+                .with_metadata(bytes::Bytes::from_static(b"meta"))]);
+            let request = match version {
+                0 => request,
+                1..=4 => request.with_rebalance_timeout_ms(10_000),
+                _ => request
+                    .with_rebalance_timeout_ms(10_000)
+                    .with_group_instance_id(Some(s("instance"))),
+            };
+            RequestBody::JoinGroup(request)
+        }
+        ApiKey::Heartbeat => RequestBody::Heartbeat(
+            HeartbeatRequest::default()
+                .with_group_id(group("g-join-v5"))
+                .with_member_id(s("ghost")),
+        ),
+        ApiKey::LeaveGroup if version >= 3 => RequestBody::LeaveGroup(
+            LeaveGroupRequest::default()
+                .with_group_id(group("g-join-v5"))
+                .with_members(vec![
+                    leave_group_request::MemberIdentity::default().with_member_id(s("ghost"))
+                ]),
+        ),
+        ApiKey::LeaveGroup => RequestBody::LeaveGroup(
+            LeaveGroupRequest::default()
+                .with_group_id(group("g-join-v5"))
+                .with_member_id(s("ghost")),
+        ),
+        ApiKey::SyncGroup => RequestBody::SyncGroup(
+            SyncGroupRequest::default()
+                .with_group_id(group("g-join-v5"))
+                .with_member_id(s("ghost")),
+        ),
+        ApiKey::DescribeGroups => RequestBody::DescribeGroups(
+            DescribeGroupsRequest::default()
+                .with_groups(vec![group("g-join-v5"), group("missing")])
+                .with_include_authorized_operations(version >= 3),
+        ),
+        ApiKey::ListGroups if version >= 4 => RequestBody::ListGroups(
+            ListGroupsRequest::default().with_states_filter(vec![s("CompletingRebalance")]),
+        ),
+        ApiKey::ListGroups => RequestBody::ListGroups(ListGroupsRequest::default()),
+        ApiKey::DeleteGroups => RequestBody::DeleteGroups(
+            DeleteGroupsRequest::default().with_groups_names(vec![group("g-commit")]),
+        ),
         _ => return None,
     })
 }
 
 enum RequestBody {
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    ListGroups(ListGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
     ApiVersions(ApiVersionsRequest),
     Metadata(MetadataRequest),
     CreateTopics(CreateTopicsRequest),
@@ -118,6 +223,16 @@ async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
         RequestBody::ListOffsets(r) => drop(client.call(&r, version).await),
         RequestBody::Produce(r) => drop(client.call(&r, version).await),
         RequestBody::Fetch(r) => drop(client.call(&r, version).await),
+        RequestBody::OffsetCommit(r) => drop(client.call(&r, version).await),
+        RequestBody::OffsetFetch(r) => drop(client.call(&r, version).await),
+        RequestBody::FindCoordinator(r) => drop(client.call(&r, version).await),
+        RequestBody::JoinGroup(r) => drop(client.call(&r, version).await),
+        RequestBody::Heartbeat(r) => drop(client.call(&r, version).await),
+        RequestBody::LeaveGroup(r) => drop(client.call(&r, version).await),
+        RequestBody::SyncGroup(r) => drop(client.call(&r, version).await),
+        RequestBody::DescribeGroups(r) => drop(client.call(&r, version).await),
+        RequestBody::ListGroups(r) => drop(client.call(&r, version).await),
+        RequestBody::DeleteGroups(r) => drop(client.call(&r, version).await),
     }
 }
 

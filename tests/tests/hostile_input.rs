@@ -66,7 +66,7 @@ async fn unknown_keys_and_unsupported_versions_close_as_kafka_does() {
     closes_after(&broker, &frame(&header(0, 2))).await; // Produce v2: below KIP-896's floor
     closes_after(&broker, &frame(&header(1, 13))).await; // Fetch v13: topic ids only
     closes_after(&broker, &frame(&header(3, -1))).await;
-    // A known API we do not serve (JoinGroup until groups exist) closes too.
+    // A known API we do not serve (ShareFetch) closes too.
     closes_after(&broker, &frame(&header(57, 0))).await;
 }
 

@@ -54,7 +54,11 @@ async fn producer_ids_are_fresh_and_transactional_ids_bump_the_epoch() {
 
 #[tokio::test]
 async fn a_retried_batch_gets_its_original_offset_and_is_stored_once() {
-    let broker = broker().await;
+    let broker = start_broker(BrokerConfig {
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    })
+    .await;
     let mut client = setup(&broker, 1).await;
     let (id, epoch) = init(&mut client, None).await;
     let first = stamped(id, epoch, 0, &["a", "b"]);
@@ -81,6 +85,13 @@ async fn a_retried_batch_gets_its_original_offset_and_is_stored_once() {
         .partition(0)
         .unwrap();
     assert_eq!(partition.duplicates_absorbed(), 1);
+    let metrics = http_get(broker.metrics_addr().unwrap(), "GET /metrics").await;
+    assert!(
+        metrics.contains(
+            "kafka_partition_idempotent_duplicates_total{topic=\"t\",partition=\"0\"} 1\n"
+        ),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -7,10 +7,15 @@
 mod admin;
 mod api_versions;
 mod fetch;
+mod group_admin;
+mod group_membership;
+mod group_offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+
+use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
@@ -32,7 +37,7 @@ pub enum Reply {
     Close(String),
 }
 
-pub async fn handle(state: &BrokerState, frame: Bytes) -> Reply {
+pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Reply {
     let Some(prefix) = HeaderPrefix::peek(&frame) else {
         return Reply::Close(format!(
             "frame of {} bytes is shorter than a request header",
@@ -87,6 +92,34 @@ pub async fn handle(state: &BrokerState, frame: Bytes) -> Reply {
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, r).await),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(state, r))
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(group_admin::find_coordinator(state, r, version))
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(group_membership::join(state, &header, peer, r, version).await)
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(group_membership::sync(state, r, version).await)
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(group_membership::heartbeat(state, r)),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(group_membership::leave(state, r, version))
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(group_offsets::commit(state, r, version))
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(group_offsets::fetch(state, r, version))
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(group_admin::describe_groups(state, r, version))
+        }
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(group_admin::list_groups(state, r, version))
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(group_admin::delete_groups(state, r))
         }
         other => return Reply::Close(format!("no handler for {other:?}")),
     };

@@ -1,0 +1,137 @@
+//! OffsetCommit v2-9 and OffsetFetch v1-7.
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::ResponseError;
+
+use super::group_membership::{error_code, owned};
+use crate::group::messages::OffsetCommit;
+use crate::state::BrokerState;
+
+/// Where a partition's answer comes from: decided before the coordinator is asked, or the
+/// coordinator's result at this index.
+enum Outcome {
+    Decided(ResponseError),
+    Committed(usize),
+}
+
+pub fn commit(
+    state: &BrokerState,
+    request: OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
+    // As Kafka does before the coordinator sees the request: partitions of unknown topics, and
+    // unknown partitions of known ones, fail alone.
+    let mut commits = Vec::new();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let known = state.topics.get(&topic.name);
+        let outcomes: Vec<(i32, Outcome)> = topic
+            .partitions
+            .into_iter()
+            .map(|p| {
+                let exists = known
+                    .as_ref()
+                    .is_some_and(|t| t.partition(p.partition_index).is_some());
+                if !exists {
+                    return (
+                        p.partition_index,
+                        Outcome::Decided(ResponseError::UnknownTopicOrPartition),
+                    );
+                }
+                commits.push(OffsetCommit {
+                    topic: topic.name.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.map(|m| m.to_string()),
+                });
+                (p.partition_index, Outcome::Committed(commits.len() - 1))
+            })
+            .collect();
+        topics.push((topic.name, outcomes));
+    }
+    // Nothing valid left: Kafka answers without involving the group (nor creating it).
+    let results = if commits.is_empty() {
+        Ok(Vec::new())
+    } else {
+        state.groups.commit_offsets(
+            &request.group_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            request.generation_id_or_member_epoch,
+            commits,
+            version,
+        )
+    };
+    let topics = topics
+        .into_iter()
+        .map(|(name, outcomes)| {
+            let partitions = outcomes
+                .into_iter()
+                .map(|(index, outcome)| {
+                    let error = match (outcome, &results) {
+                        (Outcome::Decided(error), _) => Some(error),
+                        (Outcome::Committed(_), Err(error)) => Some(*error),
+                        (Outcome::Committed(at), Ok(results)) => results.get(at).copied().flatten(),
+                    };
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(error_code(error))
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Null topics (the Java admin client's "all") return every committed partition, in every
+/// version; a partition never committed returns offset -1.
+pub fn fetch(
+    state: &BrokerState,
+    request: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let wanted = request.topics.map(|topics| {
+        topics
+            .into_iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let topics = state
+        .groups
+        .fetch_offsets(&request.group_id, wanted)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|(index, committed)| {
+                    let (offset, epoch, metadata) = match committed {
+                        Some(c) => (c.offset, c.leader_epoch, c.metadata),
+                        None => (-1, -1, String::new()),
+                    };
+                    OffsetFetchResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_committed_offset(offset)
+                        // Leader epochs exist from v5.
+                        .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
+                        .with_metadata(Some(owned(metadata)))
+                })
+                .collect();
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(owned(topic)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_topics(topics)
+}

@@ -1,0 +1,277 @@
+//! `broker --metrics ADDR`: partition offsets and consumer lag as Prometheus text, on
+//! `GET /metrics` over plain HTTP/1.1.
+//!
+//! Metric names follow kafka-lag-exporter, so dashboards built for it read these too. The HTTP
+//! side is deliberately tiny: one request per connection, a bounded request head, a timeout, and
+//! a cap on connections served at once; anything but `GET /metrics` gets a plain error status.
+
+use std::fmt::Write as _;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::lag;
+use crate::state::BrokerState;
+
+/// A request head larger than this is refused; a scraper sends a few hundred bytes.
+const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// A client that has not sent its request head by then is dropped.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Scrapes served at once; more wait in the accept queue.
+const MAX_CONNECTIONS: usize = 16;
+
+/// Binds `addr` and serves until `shutdown`; returns the address actually bound.
+pub async fn start(
+    addr: SocketAddr,
+    state: Arc<BrokerState>,
+    shutdown: CancellationToken,
+    tasks: &TaskTracker,
+) -> io::Result<SocketAddr> {
+    // Say which address failed: the broker's own listener is bound by then.
+    let context = |e: io::Error| io::Error::new(e.kind(), format!("metrics address {addr}: {e}"));
+    let listener = TcpListener::bind(addr).await.map_err(context)?;
+    let bound = listener.local_addr().map_err(context)?;
+    tasks.spawn(accept_loop(listener, state, shutdown, tasks.clone()));
+    info!(addr = %bound, "metrics listening on http://{bound}/metrics");
+    Ok(bound)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<BrokerState>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let state = state.clone();
+                let shutdown = shutdown.clone();
+                tasks.spawn(async move {
+                    tokio::select! {
+                        result = serve(stream, &state) => if let Err(e) = result {
+                            debug!(%peer, "metrics connection: {e}");
+                        },
+                        _ = shutdown.cancelled() => {}
+                    }
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                warn!("metrics accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve(mut stream: TcpStream, state: &BrokerState) -> io::Result<()> {
+    let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
+        Ok(head) => head?,
+        Err(_) => return Ok(()),
+    };
+    let response = match head {
+        Some(head) => respond(&head, state),
+        None => status(400, "Bad Request", "request head too large or malformed\n"),
+    };
+    stream.write_all(&response).await?;
+    stream.shutdown().await
+}
+
+/// Reads up to the blank line ending the request head; `None` when it does not fit the cap or
+/// the client stops early.
+async fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&chunk[..n]);
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            head.truncate(end);
+            return Ok(String::from_utf8(head).ok());
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            return Ok(None);
+        }
+    }
+}
+
+fn respond(head: &str, state: &BrokerState) -> Vec<u8> {
+    let request_line = head.lines().next().unwrap_or_default();
+    let mut parts = request_line.split(' ');
+    let (method, target) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let path = target.split('?').next().unwrap_or_default();
+    match (method, path) {
+        ("GET", "/metrics") => {
+            let body = render(state);
+            let mut out = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            out.extend_from_slice(body.as_bytes());
+            out
+        }
+        ("GET", _) => status(404, "Not Found", "try /metrics\n"),
+        _ => status(405, "Method Not Allowed", "only GET /metrics\n"),
+    }
+}
+
+fn status(code: u16, reason: &str, body: &str) -> Vec<u8> {
+    let allow = if code == 405 { "Allow: GET\r\n" } else { "" };
+    format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n{allow}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The Prometheus text exposition of every partition's offsets and every group's lag.
+pub fn render(state: &BrokerState) -> String {
+    let mut start = Family::new(
+        "kafka_partition_log_start_offset",
+        "Earliest offset still in the partition's log.",
+    );
+    let mut end = Family::new(
+        "kafka_partition_log_end_offset",
+        "Offset the next record appended to the partition gets (its high watermark).",
+    );
+    let mut duplicates = Family::counter(
+        "kafka_partition_idempotent_duplicates_total",
+        "Retried batches of idempotent producers answered with their first offset, not appended.",
+    );
+    for topic in state.topics.all() {
+        for (index, log) in topic.partitions().iter().enumerate() {
+            let offsets = log.offsets();
+            let labels = [
+                ("topic", topic.name.as_str()),
+                ("partition", &index.to_string()),
+            ];
+            start.sample(&labels, offsets.start);
+            end.sample(&labels, offsets.end);
+            duplicates.sample(&labels, log.duplicates_absorbed() as i64);
+        }
+    }
+    let mut committed = Family::new(
+        "kafka_consumergroup_group_offset",
+        "Offset the consumer group last committed for the partition.",
+    );
+    let mut lag = Family::new(
+        "kafka_consumergroup_group_lag",
+        "Log end offset minus the consumer group's committed offset.",
+    );
+    for (group, partitions) in lag::all_groups_lag(state) {
+        for p in partitions {
+            let partition = p.partition.to_string();
+            let labels = [
+                ("group", group.as_str()),
+                ("topic", p.topic.as_str()),
+                ("partition", partition.as_str()),
+            ];
+            if let Some(offset) = p.committed {
+                committed.sample(&labels, offset);
+            }
+            if let Some(value) = p.lag() {
+                lag.sample(&labels, value);
+            }
+        }
+    }
+    let mut faults = Family::counter(
+        "kafka_broker_fault_acks_dropped_total",
+        "Produce acknowledgements dropped after the append by fault injection.",
+    );
+    faults.sample(&[], state.faults.acks_dropped() as i64);
+    [start, end, duplicates, committed, lag, faults]
+        .map(|f| f.text)
+        .concat()
+}
+
+/// One metric family: its HELP and TYPE lines, then its samples.
+struct Family {
+    name: &'static str,
+    text: String,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &str) -> Self {
+        Self::typed(name, help, "gauge")
+    }
+
+    fn counter(name: &'static str, help: &str) -> Self {
+        Self::typed(name, help, "counter")
+    }
+
+    fn typed(name: &'static str, help: &str, kind: &str) -> Self {
+        Self {
+            name,
+            text: format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"),
+        }
+    }
+
+    fn sample(&mut self, labels: &[(&str, &str)], value: i64) {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+            .collect();
+        if labels.is_empty() {
+            let _ = writeln!(self.text, "{} {value}", self.name);
+        } else {
+            let _ = writeln!(self.text, "{}{{{}}} {value}", self.name, labels.join(","));
+        }
+    }
+}
+
+/// Label values may hold anything a client named a group; the format escapes these three.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label("x\ny"), "x\\ny");
+    }
+
+    #[test]
+    fn samples_are_written_in_exposition_format() {
+        let mut family = Family::new("kafka_x", "Help.");
+        family.sample(&[("topic", "t"), ("partition", "3")], -1);
+        assert_eq!(
+            family.text,
+            "# HELP kafka_x Help.\n# TYPE kafka_x gauge\nkafka_x{topic=\"t\",partition=\"3\"} -1\n"
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! Committed offsets (OffsetCommit v2-9, OffsetFetch v1-7), lag, and the metrics endpoint.
+
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use tests::*;
+
+use super::support::*;
+
+#[tokio::test]
+async fn committed_offsets_come_back_exactly_and_minus_one_before_any_commit() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, TOPIC, 3).await;
+    create_topic(&mut client, "other", 1).await;
+    for version in 1..=7 {
+        assert_eq!(
+            fetch_offsets(&mut client, "manual", Some(&[0, 1]), version).await,
+            vec![
+                (TOPIC.into(), 0, -1, String::new()),
+                (TOPIC.into(), 1, -1, String::new())
+            ],
+            "v{version}"
+        );
+    }
+    // Generation -1: a consumer without group management creates an Empty group by committing.
+    for (version, offset) in (2..=9).zip(10..) {
+        let request = commit_request(
+            "manual",
+            "",
+            -1,
+            &[
+                (TOPIC, 0, offset, Some("meta")),
+                (TOPIC, 2, 2 * offset, None),
+                ("other", 0, 7, None),
+            ],
+        );
+        let response = client.call(&request, version).await;
+        let codes: Vec<i16> = response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect();
+        assert_eq!(codes, vec![0, 0, 0], "v{version}");
+    }
+    // The last commit (v9) wins: offsets 17 and 34.
+    let expected = vec![
+        (TOPIC.to_string(), 0, 17, "meta".to_string()),
+        (TOPIC.to_string(), 1, -1, String::new()),
+        (TOPIC.to_string(), 2, 34, String::new()),
+    ];
+    for version in 1..=7 {
+        assert_eq!(
+            fetch_offsets(&mut client, "manual", Some(&[0, 1, 2]), version).await,
+            expected
+        );
+    }
+    // Null topics: every committed partition, in every version.
+    let all = vec![
+        ("orders".to_string(), 0, 17, "meta".to_string()),
+        ("orders".to_string(), 2, 34, String::new()),
+        ("other".to_string(), 0, 7, String::new()),
+    ];
+    for version in 1..=7 {
+        assert_eq!(
+            fetch_offsets(&mut client, "manual", None, version).await,
+            all,
+            "v{version}"
+        );
+    }
+    assert!(fetch_offsets(&mut client, "nobody", None, 7)
+        .await
+        .is_empty());
+
+    // Per-partition refusals: unknown topic, unknown partition, metadata over 4096 characters.
+    let big = "x".repeat(4097);
+    let request = commit_request(
+        "manual",
+        "",
+        -1,
+        &[
+            ("missing", 0, 1, None),
+            (TOPIC, 9, 1, None),
+            (TOPIC, 1, 5, Some(&big)),
+            (TOPIC, 1, 6, None),
+        ],
+    );
+    let codes: Vec<i16> = client
+        .call(&request, 8)
+        .await
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            code(ResponseError::UnknownTopicOrPartition),
+            code(ResponseError::UnknownTopicOrPartition),
+            code(ResponseError::OffsetMetadataTooLarge),
+            0
+        ]
+    );
+    // A member generation for a group that does not exist: ILLEGAL_GENERATION, and from v9
+    // GROUP_ID_NOT_FOUND; nothing is created.
+    let request = commit_request("ghost-group", "m", 3, &[(TOPIC, 0, 1, None)]);
+    let error = |r: OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+    assert_eq!(
+        error(client.call(&request, 8).await),
+        code(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        error(client.call(&request, 9).await),
+        code(ResponseError::GroupIdNotFound)
+    );
+    assert_eq!(
+        describe(&mut client, "ghost-group")
+            .await
+            .group_state
+            .as_str(),
+        "Dead"
+    );
+}
+
+#[tokio::test]
+async fn lag_is_log_end_minus_committed_and_the_metrics_endpoint_shows_it() {
+    let broker = start_broker(BrokerConfig {
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    })
+    .await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, TOPIC, 3).await;
+    for (partition, records) in [(0, 5), (1, 3)] {
+        assert_eq!(
+            produce(&mut client, TOPIC, partition, values(records), 9)
+                .await
+                .error_code,
+            0
+        );
+    }
+    let commit = commit_request(
+        "lagging",
+        "",
+        -1,
+        &[(TOPIC, 0, 2, None), (TOPIC, 1, 3, None)],
+    );
+    client.call(&commit, 8).await;
+
+    let lag = broker::lag::committed_lag(broker.state(), "lagging").unwrap();
+    // (partition, committed, log end, lag)
+    let rows: Vec<_> = lag
+        .iter()
+        .map(|p| (p.partition, p.committed, p.log_end, p.lag()))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (0, Some(2), Some(5), Some(3)),
+            (1, Some(3), Some(3), Some(0))
+        ]
+    );
+    // Partition 2 was never committed: its lag is unknown ("-"), not its log end.
+    let assigned: Vec<(String, i32)> = (0..3).map(|p| (TOPIC.to_string(), p)).collect();
+    let lags: Vec<Option<i64>> = broker::lag::partitions_lag(broker.state(), "lagging", &assigned)
+        .iter()
+        .map(|p| p.lag())
+        .collect();
+    assert_eq!(lags, vec![Some(3), Some(0), None]);
+
+    let metrics = http_get(broker.metrics_addr().unwrap(), "GET /metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
+    assert!(metrics.contains("Content-Type: text/plain; version=0.0.4"));
+    let body = metrics.split("\r\n\r\n").nth(1).unwrap();
+    for line in [
+        "# TYPE kafka_partition_log_end_offset gauge",
+        "kafka_partition_log_start_offset{topic=\"orders\",partition=\"0\"} 0",
+        "kafka_partition_log_end_offset{topic=\"orders\",partition=\"0\"} 5",
+        "kafka_partition_log_end_offset{topic=\"orders\",partition=\"1\"} 3",
+        "kafka_partition_log_end_offset{topic=\"orders\",partition=\"2\"} 0",
+        "kafka_consumergroup_group_offset{group=\"lagging\",topic=\"orders\",partition=\"0\"} 2",
+        "kafka_consumergroup_group_offset{group=\"lagging\",topic=\"orders\",partition=\"1\"} 3",
+        "kafka_consumergroup_group_lag{group=\"lagging\",topic=\"orders\",partition=\"0\"} 3",
+        "kafka_consumergroup_group_lag{group=\"lagging\",topic=\"orders\",partition=\"1\"} 0",
+    ] {
+        assert!(
+            body.lines().any(|l| l == line),
+            "missing {line:?} in\n{body}"
+        );
+    }
+    // Nothing committed on partition 2: neither an offset nor a lag line for it.
+    assert!(!body
+        .lines()
+        .any(|l| l.starts_with("kafka_consumergroup") && l.contains("partition=\"2\"")));
+
+    // More records raise the lag; a new commit lowers it.
+    produce(&mut client, TOPIC, 1, values(4), 9).await;
+    let body = http_get(broker.metrics_addr().unwrap(), "GET /metrics").await;
+    let lag_1 = "kafka_consumergroup_group_lag{group=\"lagging\",topic=\"orders\",partition=\"1\"}";
+    assert!(body.contains(&format!("{lag_1} 4\n")));
+    let commit = commit_request("lagging", "", -1, &[(TOPIC, 1, 6, None)]);
+    client.call(&commit, 8).await;
+    let body = http_get(broker.metrics_addr().unwrap(), "GET /metrics").await;
+    assert!(body.contains(&format!("{lag_1} 1\n")));
+
+    assert!(http_get(broker.metrics_addr().unwrap(), "GET /other")
+        .await
+        .starts_with("HTTP/1.1 404"));
+    assert!(http_get(broker.metrics_addr().unwrap(), "POST /metrics")
+        .await
+        .starts_with("HTTP/1.1 405"));
+}
