@@ -1,6 +1,10 @@
-//! Topic administration: create, delete, grow, describe, list offsets. Changes go to the
-//! controller named in a fresh Metadata answer, as Kafka requires; NOT_CONTROLLER and transient
-//! failures are retried.
+//! Topic administration: create, delete, grow, describe, list offsets; and consumer groups
+//! (list, describe, committed offsets, lag, delete; in `admin/groups.rs` and `admin/lag.rs`).
+//! Topic changes go to the controller named in a fresh Metadata answer, as Kafka requires;
+//! NOT_CONTROLLER and transient failures are retried.
+
+mod groups;
+mod lag;
 
 use std::sync::Arc;
 
@@ -15,6 +19,11 @@ use crate::connection::BrokerConnection;
 use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::metadata::{ClusterInfo, TopicInfo};
 use crate::offsets::{self, ListedOffset, OffsetSpec};
+
+pub use groups::{
+    parse_group_state, GroupDescription, GroupListing, MemberDescription, GROUP_STATES,
+};
+pub use lag::{lag_rows, GroupLag, Owner, PartitionLag};
 
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]

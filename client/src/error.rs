@@ -257,6 +257,29 @@ pub enum Error {
     /// The producer was closed before the record could be sent.
     #[error("the producer is closed")]
     ProducerClosed,
+    /// A group member's commit was refused because the member is no longer part of the group's
+    /// current generation, so its partitions may already belong to another member (Kafka's
+    /// `CommitFailedException`). The member rejoins on its next poll.
+    #[error(
+        "commit cannot be completed since the group has already rebalanced and assigned the \
+         partitions to another member ({reason}); this means that the time between subsequent \
+         calls to poll() was longer than the configured max.poll.interval, which typically \
+         implies that the poll loop is spending too much time processing messages: increase \
+         max.poll.interval or reduce the batches poll() returns with max.poll.records"
+    )]
+    CommitFailed { reason: String },
+    /// A produce acknowledgement thrown away by the producer's own fault injection
+    /// (`ProducerConfig::lose_acks`): the broker answered, the producer acts as if the answer
+    /// never came, and retries.
+    #[error("the acknowledgement of {topic}-{partition} was lost (injected by lose_acks)")]
+    AckLost { topic: String, partition: i32 },
+    /// The producer stopped for good, as Kafka's producer does after a fatal error: fenced by a
+    /// newer instance with the same transactional id (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED),
+    /// a broker that lost its sequence (OUT_OF_ORDER_SEQUENCE_NUMBER), or a batch whose fate is
+    /// unknown after its retries. Going on could reorder or silently lose records, so every
+    /// unacknowledged record fails with this and so does every later send: create a new producer.
+    #[error("the producer stopped for good after: {0} (create a new producer to go on)")]
+    ProducerFatal(Box<Error>),
 }
 
 impl Error {
@@ -265,7 +288,16 @@ impl Error {
         match self {
             Self::Transport(_) => true,
             Self::Server(e) => e.is_retriable(),
+            Self::AckLost { .. } => true,
             _ => false,
+        }
+    }
+
+    /// What made the producer stop, for [`Error::ProducerFatal`].
+    pub fn fatal_cause(&self) -> Option<&Error> {
+        match self {
+            Self::ProducerFatal(cause) => Some(cause),
+            _ => None,
         }
     }
 

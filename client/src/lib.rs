@@ -25,10 +25,13 @@
 //! - [`client`]: bootstrap, connections per broker, metadata refresh policy.
 //! - [`metadata`]: the cluster and topic cache (pure data).
 //! - [`record`]: the v2 record format, batch building, compression, lazy fetched batches.
-//! - [`producer`]: partitioner, accumulator (batching, linger, ordering), sender (retries).
+//! - [`producer`]: partitioner, accumulator (batching, linger, ordering), sender (retries),
+//!   idempotence (producer ids, sequences, fatal errors), client-side lost acknowledgements.
 //! - [`consumer`]: assign, seek, positions, the fetch loop.
+//! - [`group`]: consumer groups: a member with heartbeats, rebalances, commits; assignors.
 //! - [`offsets`]: ListOffsets, shared by consumer and admin.
-//! - [`admin`]: create/delete/grow/describe topics.
+//! - [`admin`]: create/delete/grow/describe topics; list/describe/delete consumer groups,
+//!   their committed offsets and lag.
 //! - [`retry`]: the backoff policy.
 
 pub mod admin;
@@ -36,6 +39,7 @@ pub mod client;
 pub mod connection;
 pub mod consumer;
 pub mod error;
+pub mod group;
 pub mod metadata;
 pub mod offsets;
 pub mod producer;
@@ -46,10 +50,14 @@ pub use admin::{Admin, NewTopic};
 pub use client::{Client, ClientConfig};
 pub use consumer::{Consumer, ConsumerConfig, OffsetReset, SeekTo, TopicPartition};
 pub use error::{Error, ProtocolError, Result, ServerError, TransportError};
+pub use group::{
+    CommitFuture, GroupConfig, GroupConsumer, PolledRecords, RebalanceEvent, RebalanceListener,
+};
 pub use metadata::{BrokerInfo, ClusterInfo, PartitionInfo, TopicInfo};
 pub use offsets::{ListedOffset, OffsetSpec};
 pub use producer::{
-    Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,
+    AckLoss, Acks, DeliveryFuture, LostAck, Producer, ProducerConfig, ProducerIdAndEpoch,
+    ProducerRecord, RecordMetadata,
 };
 pub use record::{Compression, Header, PartitionRecords, Record, RecordHeader};
 pub use retry::RetryPolicy;

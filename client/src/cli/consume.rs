@@ -1,5 +1,5 @@
 //! `client consume TOPIC`: records to stdout in a kcat-style format, until `--count`, the end of
-//! the partitions (`--exit`), or Ctrl-C.
+//! the partitions (`--exit`), or Ctrl-C. With `--group` the work is done by `groups.rs`.
 
 use std::io::{self, BufWriter, Write};
 
@@ -13,13 +13,18 @@ use super::Failure;
 #[command(after_help = "Examples:
   client consume orders --exit
   client consume orders --partition 4 --offset -10 --format '%k => %s (offset %o)\\n'
-  client consume orders --offset end --count 1")]
+  client consume orders --offset end --count 1
+  client consume orders --group billing")]
 pub struct ConsumeArgs {
     /// Topic to read
     pub topic: String,
     /// Partition to read, repeatable (default: all)
     #[arg(short, long = "partition", value_name = "P")]
     pub partitions: Vec<i32>,
+    /// Consume as a member of this consumer group (kcat -G): the group's assignor shares out the
+    /// partitions and offsets are committed; --offset then only applies without a commit
+    #[arg(short = 'G', long, value_name = "GROUP", conflicts_with = "partitions")]
+    pub group: Option<String>,
     /// Where to start: beginning, end, N, -N (N before the end) or s@MILLIS
     #[arg(
         short,
@@ -42,6 +47,9 @@ pub struct ConsumeArgs {
 }
 
 pub async fn run(client: Client, args: ConsumeArgs) -> Result<(), Failure> {
+    if let Some(group) = &args.group {
+        return super::groups::consume_in_group(client, &args, group).await;
+    }
     let format = args.format.clone().unwrap_or_else(Format::default_format);
     let topic = client.topic(&args.topic, false).await?;
     let partitions: Vec<i32> = if args.partitions.is_empty() {

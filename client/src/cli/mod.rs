@@ -2,6 +2,7 @@
 
 mod consume;
 mod format;
+mod groups;
 mod partition;
 mod produce;
 mod report;
@@ -20,11 +21,13 @@ pub use report::Failure;
 #[command(
     name = "client",
     version,
-    about = "A Kafka client for the partitioned-log workshop: topics, produce, consume, offsets, partitions",
+    about = "A Kafka client for the partitioned-log workshop: topics, produce, consume, groups, offsets, partitions",
     after_help = "Examples:
   client topics create orders --partitions 12
   printf 'order-8842:paid\\n' | client produce orders -K :
   client consume orders --exit
+  client consume orders --group billing
+  client groups describe billing
   client partition order-8842 --partitions 12 --to 24"
 )]
 pub struct Cli {
@@ -54,6 +57,9 @@ pub enum Verb {
     Produce(produce::ProduceArgs),
     /// Print records to stdout
     Consume(consume::ConsumeArgs),
+    /// Consumer groups: list, describe (as kafka-consumer-groups.sh), lag, delete
+    #[command(subcommand)]
+    Groups(groups::GroupsVerb),
     /// Earliest and latest offset of each partition
     #[command(after_help = "Example:\n  client offsets orders")]
     Offsets {
@@ -75,6 +81,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Verb::Topics(verb) => topics::run(&Admin::new(client), verb).await,
         Verb::Produce(args) => produce::run(client, args).await,
         Verb::Consume(args) => consume::run(client, args).await,
+        Verb::Groups(verb) => groups::run(&Admin::new(client), verb).await,
         Verb::Offsets { topic } => offsets(&Admin::new(client), &topic).await,
         Verb::Partition(_) => unreachable!("handled without a broker"),
     }

@@ -60,15 +60,43 @@ impl Shared {
             State::Poisoned(e) => Some(e.clone()),
         }
     }
+
+    fn closed_error(&self) -> TransportError {
+        self.poison_error()
+            .unwrap_or_else(|| TransportError::Closed {
+                addr: self.addr.clone(),
+            })
+    }
 }
 
-/// Removes a request's slot if it is dropped before an answer arrives (timeout or cancellation).
-struct SlotGuard<'a> {
-    shared: &'a Shared,
+/// The answer to a request already written: [`Messenger::send`] returns it, [`wait`](Self::wait)
+/// reads it. Dropped before the answer arrives (a timeout, a cancelled caller), it removes its
+/// own slot, so the map never leaks and a late answer is ignored.
+pub struct PendingAnswer {
+    shared: Arc<Shared>,
     correlation_id: i32,
+    api: &'static str,
+    answer: oneshot::Receiver<Result<Bytes, TransportError>>,
 }
 
-impl Drop for SlotGuard<'_> {
+impl PendingAnswer {
+    /// The answer's frame (response header included), or the error that broke the connection.
+    pub async fn wait(mut self, timeout: Duration) -> Result<Bytes> {
+        match tokio::time::timeout(timeout, &mut self.answer).await {
+            Ok(Ok(answer)) => Ok(answer?),
+            // The reader dropped our slot: the connection was poisoned in between.
+            Ok(Err(_)) => Err(self.shared.closed_error().into()),
+            Err(_) => Err(TransportError::Timeout {
+                addr: self.shared.addr.clone(),
+                api: self.api,
+                after: timeout,
+            }
+            .into()),
+        }
+    }
+}
+
+impl Drop for PendingAnswer {
     fn drop(&mut self) {
         if let State::Alive(waiters) = &mut *self.shared.state.lock() {
             waiters.remove(&self.correlation_id);
@@ -156,30 +184,31 @@ where
         version: i16,
         timeout: Duration,
     ) -> Result<Bytes> {
+        self.send(req, version).await?.wait(timeout).await
+    }
+
+    /// Writes `req` and returns once it is written, with its answer still to come. Requests sent
+    /// one after another (each `send` awaited before the next) reach the broker in that order,
+    /// and a broker answers one connection's requests in order: the idempotent producer keeps
+    /// several batches of a partition in flight this way without their sequences crossing.
+    pub async fn send<R: Request>(&self, req: &R, version: i16) -> Result<PendingAnswer> {
         let (correlation_id, frame) = self.encode(req, version)?;
-        let (tx, rx) = oneshot::channel();
+        let (tx, answer) = oneshot::channel();
         match &mut *self.shared.state.lock() {
             State::Alive(waiters) => {
                 waiters.insert(correlation_id, tx);
             }
             State::Poisoned(e) => return Err(e.clone().into()),
         }
-        let _slot = SlotGuard {
-            shared: &self.shared,
+        // Made before writing, so a failed or cancelled write also frees the slot.
+        let pending = PendingAnswer {
+            shared: Arc::clone(&self.shared),
             correlation_id,
+            api: api_name(R::KEY),
+            answer,
         };
         self.write(&frame).await?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => Ok(answer?),
-            // The reader dropped our slot: the connection was poisoned in between.
-            Ok(Err(_)) => Err(self.closed_error().into()),
-            Err(_) => Err(TransportError::Timeout {
-                addr: self.shared.addr.clone(),
-                api: api_name(R::KEY),
-                after: timeout,
-            }
-            .into()),
-        }
+        Ok(pending)
     }
 
     /// Sends `req` and expects no answer (Produce with acks=0: the broker sends none, so waiting
@@ -239,14 +268,6 @@ where
         }
         Ok(())
     }
-
-    fn closed_error(&self) -> TransportError {
-        self.shared
-            .poison_error()
-            .unwrap_or_else(|| TransportError::Closed {
-                addr: self.shared.addr.clone(),
-            })
-    }
 }
 
 /// Decodes an answer frame (response header, then body) for a request sent at `version`.
@@ -278,6 +299,17 @@ pub fn api_name(key: i16) -> &'static str {
         Ok(ApiKey::DeleteTopics) => "DeleteTopics",
         Ok(ApiKey::CreatePartitions) => "CreatePartitions",
         Ok(ApiKey::DescribeConfigs) => "DescribeConfigs",
+        Ok(ApiKey::InitProducerId) => "InitProducerId",
+        Ok(ApiKey::FindCoordinator) => "FindCoordinator",
+        Ok(ApiKey::JoinGroup) => "JoinGroup",
+        Ok(ApiKey::SyncGroup) => "SyncGroup",
+        Ok(ApiKey::Heartbeat) => "Heartbeat",
+        Ok(ApiKey::LeaveGroup) => "LeaveGroup",
+        Ok(ApiKey::OffsetCommit) => "OffsetCommit",
+        Ok(ApiKey::OffsetFetch) => "OffsetFetch",
+        Ok(ApiKey::DescribeGroups) => "DescribeGroups",
+        Ok(ApiKey::ListGroups) => "ListGroups",
+        Ok(ApiKey::DeleteGroups) => "DeleteGroups",
         _ => "request",
     }
 }
@@ -394,6 +426,40 @@ mod tests {
         broker.answer_metadata(a.correlation_id, 1).await;
         assert_eq!(tag_of(&first.await.unwrap().unwrap()), 1);
         assert_eq!(tag_of(&second.await.unwrap().unwrap()), 2);
+    }
+
+    #[tokio::test]
+    async fn sends_are_written_in_order_and_answered_when_asked() {
+        let (m, mut broker) = pair();
+        let mut pending = Vec::new();
+        for _ in 0..5 {
+            pending.push(m.send(&MetadataRequest::default(), 1).await.unwrap());
+        }
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(broker.next_request().await.unwrap().correlation_id);
+        }
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        for (tag, id) in ids.iter().enumerate().rev() {
+            broker.answer_metadata(*id, tag as i32).await;
+        }
+        for (tag, answer) in pending.into_iter().enumerate() {
+            let frame = answer.wait(Duration::from_secs(5)).await.unwrap();
+            let resp = decode_response::<MetadataRequest>(frame, 1).unwrap();
+            assert_eq!(tag_of(&resp), tag as i32);
+        }
+        // A dropped answer frees its slot; its late arrival is ignored.
+        drop(m.send(&MetadataRequest::default(), 1).await.unwrap());
+        let late = broker.next_request().await.unwrap().correlation_id;
+        broker.answer_metadata(late, 9).await;
+        let m2 = m.clone();
+        let next = tokio::spawn(async move {
+            m2.request(&MetadataRequest::default(), 1, Duration::from_secs(5))
+                .await
+        });
+        let id = broker.next_request().await.unwrap().correlation_id;
+        broker.answer_metadata(id, 10).await;
+        assert_eq!(tag_of(&next.await.unwrap().unwrap()), 10);
     }
 
     #[tokio::test]

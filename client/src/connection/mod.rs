@@ -8,6 +8,7 @@
 pub mod messenger;
 pub mod versions;
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use kafka_protocol::protocol::Request;
 use tokio::net::TcpStream;
 
 use crate::error::{Result, TransportError};
-use messenger::Messenger;
+use messenger::{Messenger, PendingAnswer};
 use versions::ApiVersions;
 
 /// How connections are made and how long requests may take.
@@ -102,10 +103,40 @@ impl BrokerConnection {
             .await
     }
 
+    /// Writes the request now and returns its answer to come. Requests started one after another
+    /// (each `start` awaited before the next) reach the broker, and are answered, in that order;
+    /// the idempotent producer keeps several batches of a partition in flight this way.
+    pub async fn start<R: Request>(&self, build: impl FnOnce(i16) -> R) -> Result<PendingCall<R>> {
+        let version = self.version(R::KEY)?;
+        let answer = self.messenger.send(&build(version), version).await?;
+        Ok(PendingCall {
+            answer,
+            version,
+            timeout: self.request_timeout,
+            request: PhantomData,
+        })
+    }
+
     /// Sends a request the broker does not answer (Produce with acks=0).
     pub async fn send_only<R: Request>(&self, build: impl FnOnce(i16) -> R) -> Result<()> {
         let version = self.version(R::KEY)?;
         self.messenger.send_only(&build(version), version).await
+    }
+}
+
+/// A request written by [`BrokerConnection::start`], its answer not read yet.
+pub struct PendingCall<R> {
+    answer: PendingAnswer,
+    version: i16,
+    timeout: Duration,
+    request: PhantomData<fn() -> R>,
+}
+
+impl<R: Request> PendingCall<R> {
+    /// Waits (up to the connection's request timeout) for the answer and decodes it.
+    pub async fn answer(self) -> Result<R::Response> {
+        let frame = self.answer.wait(self.timeout).await?;
+        messenger::decode_response::<R>(frame, self.version)
     }
 }
 

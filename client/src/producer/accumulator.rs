@@ -2,106 +2,74 @@
 //! is ready when it is full, when `linger` has passed since its first record, or when a flush
 //! asks for everything.
 //!
-//! Each partition has at most one request in flight. A batch that fails with a retriable error
-//! goes back to the *front* of its queue, so retries never reorder a partition's records (Kafka
-//! needs idempotence for that with several requests in flight; one in flight is the simple
-//! guarantee until idempotence arrives, and batches keep filling meanwhile).
+//! Each partition has a window of batches in flight: one without idempotence, so that a retry
+//! can never overtake the batch after it; up to five with idempotence, whose sequences let the
+//! broker refuse anything out of order. A batch gets its place in the partition's order (and its
+//! sequence) when first sent. A batch that fails with a retriable error goes back in front of
+//! the queue, in that order, and the partition sends nothing more until every request in flight
+//! for it has come back: then the retries go first, in order, and new batches follow them.
+//! Batches keep filling meanwhile.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::batch::{Outcome, ProducerBatch};
+use super::identity::ProducerIdAndEpoch;
 use super::partitioner::{Sticky, Target};
-use crate::error::Error;
-use crate::record::{BatchBuilder, Compression, Header, ProducerIdentity};
-
-/// What the broker said about a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Delivered {
-    /// -1 when unknown (acks=0).
-    pub base_offset: i64,
-    /// The broker's time when the topic uses LogAppendTime, else -1.
-    pub log_append_time: i64,
-}
-
-pub type Outcome = Option<Result<Delivered, Error>>;
-
-/// A batch on its way: filled, then sealed into wire bytes once, then sent (perhaps again).
-pub struct ProducerBatch {
-    pub topic: Arc<str>,
-    pub partition: i32,
-    builder: Option<BatchBuilder>,
-    sealed: Option<Bytes>,
-    sealed_records: i32,
-    pub created: Instant,
-    /// Retries so far.
-    pub attempts: u32,
-    /// Buffer memory to give back when the batch is done.
-    pub memory: u32,
-    outcome: watch::Sender<Outcome>,
-}
-
-impl ProducerBatch {
-    fn new(topic: Arc<str>, partition: i32, batch_size: usize, now: Instant) -> Self {
-        Self {
-            topic,
-            partition,
-            builder: Some(BatchBuilder::new(batch_size)),
-            sealed: None,
-            sealed_records: 0,
-            created: now,
-            attempts: 0,
-            memory: 0,
-            outcome: watch::Sender::new(None),
-        }
-    }
-
-    fn builder(&self) -> Option<&BatchBuilder> {
-        self.builder.as_ref()
-    }
-
-    pub fn record_count(&self) -> i32 {
-        self.builder()
-            .map_or(self.sealed_records, BatchBuilder::record_count)
-    }
-
-    /// The wire bytes. The first call closes the batch (compressing it); retries resend exactly
-    /// the same bytes, as idempotent sequences will require.
-    pub fn payload(&mut self, compression: Compression) -> Result<Bytes, String> {
-        if let Some(bytes) = &self.sealed {
-            return Ok(bytes.clone());
-        }
-        let builder = self.builder.take().ok_or("batch has no records")?;
-        self.sealed_records = builder.record_count();
-        let bytes = builder.finish(compression, ProducerIdentity::NONE)?;
-        self.sealed = Some(bytes.clone());
-        Ok(bytes)
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<Outcome> {
-        self.outcome.subscribe()
-    }
-
-    /// Tells every record of the batch how it went.
-    pub fn complete(self, result: Result<Delivered, Error>) {
-        self.outcome.send_replace(Some(result));
-    }
-}
+use super::sequence::PartitionSequences;
+use crate::record::{Header, ProducerIdentity};
 
 #[derive(Default)]
 struct PartitionQueue {
     open: Option<ProducerBatch>,
-    /// Closed batches waiting their turn; a retried batch is put back in front.
+    /// Closed batches waiting their turn: batches waiting for a retry first, in send order, then
+    /// batches never sent.
     queued: VecDeque<ProducerBatch>,
-    in_flight: bool,
+    in_flight: usize,
+    /// A batch failed and waits for a retry: send nothing until the window is empty.
+    recovering: bool,
     /// Backoff before the front batch may be retried.
     retry_at: Option<Instant>,
+    next_ordinal: u64,
+    sequences: PartitionSequences,
+}
+
+impl PartitionQueue {
+    /// Takes `batch` into the window; on its first send it gets its place in the partition's
+    /// order and, with a producer id, its sequence.
+    fn start(
+        &mut self,
+        mut batch: ProducerBatch,
+        stamp: Option<ProducerIdAndEpoch>,
+    ) -> ProducerBatch {
+        if batch.ordinal.is_none() {
+            batch.ordinal = Some(self.next_ordinal);
+            self.next_ordinal += 1;
+            if let Some(stamp) = stamp {
+                batch.identity = ProducerIdentity {
+                    producer_id: stamp.producer_id,
+                    producer_epoch: stamp.epoch,
+                    base_sequence: self.sequences.assign(batch.record_count()),
+                };
+            }
+        }
+        batch.in_flight = true;
+        self.in_flight += 1;
+        batch
+    }
+
+    /// Takes a batch out of the window.
+    fn leave(&mut self, batch: &mut ProducerBatch) {
+        if std::mem::take(&mut batch.in_flight) {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
+    }
 }
 
 struct TopicQueues {
@@ -124,15 +92,18 @@ pub struct Accumulator {
     topics: HashMap<String, TopicQueues>,
     batch_size: usize,
     linger: Duration,
+    /// Batches of one partition in flight at once.
+    window: usize,
     rng: StdRng,
 }
 
 impl Accumulator {
-    pub fn new(batch_size: usize, linger: Duration) -> Self {
+    pub fn new(batch_size: usize, linger: Duration, window: usize) -> Self {
         Self {
             topics: HashMap::new(),
             batch_size,
             linger,
+            window: window.max(1),
             rng: StdRng::from_entropy(),
         }
     }
@@ -203,16 +174,26 @@ impl Accumulator {
         }
     }
 
-    /// Takes every batch that may be sent now, one per idle partition, and says when to look
-    /// again (the next linger or backoff deadline).
-    pub fn drain(&mut self, now: Instant, flush: bool) -> (Vec<ProducerBatch>, Option<Instant>) {
+    /// Takes every batch that may be sent now, in each partition's order and within its window,
+    /// and says when to look again (the next linger or backoff deadline). `stamp`: the producer
+    /// id and epoch to give new batches their sequences, `None` without idempotence.
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        flush: bool,
+        stamp: Option<ProducerIdAndEpoch>,
+    ) -> (Vec<ProducerBatch>, Option<Instant>) {
         let mut ready = Vec::new();
         let mut next: Option<Instant> = None;
         let mut soonest = |at: Instant| next = Some(next.map_or(at, |n| n.min(at)));
+        let (window, linger, batch_size) = (self.window, self.linger, self.batch_size);
         for queues in self.topics.values_mut() {
             for (p, queue) in queues.partitions.iter_mut().enumerate() {
-                if queue.in_flight {
-                    continue;
+                if queue.recovering {
+                    if queue.in_flight > 0 {
+                        continue;
+                    }
+                    queue.recovering = false;
                 }
                 if let Some(at) = queue.retry_at {
                     if at > now {
@@ -221,40 +202,65 @@ impl Accumulator {
                     }
                     queue.retry_at = None;
                 }
-                if let Some(batch) = queue.queued.pop_front() {
-                    queue.in_flight = true;
-                    ready.push(batch);
-                    continue;
-                }
-                let Some(open) = &queue.open else { continue };
-                let due = open.created + self.linger;
-                let full = open.builder().is_some_and(|b| b.size() >= self.batch_size);
-                if flush || full || due <= now {
-                    queue.in_flight = true;
-                    ready.extend(queue.open.take());
-                    queues.sticky.batch_closed(p as i32);
-                } else {
-                    soonest(due);
+                while queue.in_flight < window {
+                    let batch = match queue.queued.pop_front() {
+                        Some(batch) => batch,
+                        None => {
+                            let Some(open) = &queue.open else { break };
+                            let due = open.created + linger;
+                            let full = open.builder().is_some_and(|b| b.size() >= batch_size);
+                            if !(flush || full || due <= now) {
+                                soonest(due);
+                                break;
+                            }
+                            queues.sticky.batch_closed(p as i32);
+                            match queue.open.take() {
+                                Some(batch) => batch,
+                                None => break,
+                            }
+                        }
+                    };
+                    ready.push(queue.start(batch, stamp));
                 }
             }
         }
         (ready, next)
     }
 
-    /// Puts a failed batch back in front of its partition, to go again after `retry_at`.
-    pub fn requeue(&mut self, batch: ProducerBatch, retry_at: Instant) {
+    /// Puts a failed batch back among the batches waiting for a retry, in send order, to go
+    /// again after `retry_at` and once the partition's window is empty.
+    pub fn requeue(&mut self, mut batch: ProducerBatch, retry_at: Instant) {
+        let Some(queue) = self.queue(&batch.topic, batch.partition) else {
+            return;
+        };
+        queue.leave(&mut batch);
+        queue.recovering = true;
+        queue.retry_at = Some(queue.retry_at.map_or(retry_at, |at| at.max(retry_at)));
+        let at = queue
+            .queued
+            .iter()
+            .position(|queued| queued.ordinal.is_none_or(|o| Some(o) > batch.ordinal))
+            .unwrap_or(queue.queued.len());
+        queue.queued.insert(at, batch);
+    }
+
+    /// The batch is settled (delivered or failed for good): it leaves the window, and its
+    /// sequence is no longer waited for.
+    pub fn finished(&mut self, batch: &mut ProducerBatch) {
+        let sequenced = batch.is_sequenced().then_some(batch.identity.base_sequence);
         if let Some(queue) = self.queue(&batch.topic, batch.partition) {
-            queue.in_flight = false;
-            queue.retry_at = Some(retry_at);
-            queue.queued.push_front(batch);
+            queue.leave(batch);
+            if let Some(base) = sequenced {
+                queue.sequences.settled(base);
+            }
         }
     }
 
-    /// The partition's request is over; its next batch may go.
-    pub fn done(&mut self, topic: &str, partition: i32) {
-        if let Some(queue) = self.queue(topic, partition) {
-            queue.in_flight = false;
-        }
+    /// True when no batch of the partition sent before this one is still unacknowledged.
+    pub fn is_oldest_unacked(&mut self, batch: &ProducerBatch) -> bool {
+        let base = batch.identity.base_sequence;
+        self.queue(&batch.topic, batch.partition)
+            .is_some_and(|q| q.sequences.is_oldest_unacked(base))
     }
 
     /// Nothing open, queued or in flight.
@@ -262,7 +268,7 @@ impl Accumulator {
         self.topics.values().all(|t| {
             t.partitions
                 .iter()
-                .all(|q| q.open.is_none() && q.queued.is_empty() && !q.in_flight)
+                .all(|q| q.open.is_none() && q.queued.is_empty() && q.in_flight == 0)
         })
     }
 
@@ -289,8 +295,13 @@ impl Accumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Compression;
 
     const LINGER: Duration = Duration::from_millis(5);
+    const STAMP: ProducerIdAndEpoch = ProducerIdAndEpoch {
+        producer_id: 7,
+        epoch: 0,
+    };
 
     fn append(acc: &mut Accumulator, p: i32, value: &[u8], now: Instant) -> Appended {
         acc.append(
@@ -305,25 +316,37 @@ mod tests {
         )
     }
 
+    /// `n` batches on partition 0 of one record each (each value fills a 100-byte batch).
+    fn batches(acc: &mut Accumulator, n: usize, now: Instant) -> Vec<watch::Receiver<Outcome>> {
+        (0..n)
+            .map(|i| append(acc, 0, &[i as u8; 100], now).outcome)
+            .collect()
+    }
+
+    fn sequences(batches: &[ProducerBatch]) -> Vec<i32> {
+        batches.iter().map(|b| b.identity().base_sequence).collect()
+    }
+
     #[test]
     fn records_of_a_partition_share_a_batch_until_linger() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(16384, LINGER);
+        let mut acc = Accumulator::new(16384, LINGER, 1);
         let a = append(&mut acc, 0, b"a", now);
         let b = append(&mut acc, 0, b"b", now);
         let c = append(&mut acc, 1, b"c", now);
         assert!(a.wake_sender && !b.wake_sender && c.wake_sender);
         assert_eq!((a.index, b.index, c.index), (0, 1, 0));
-        let (ready, next) = acc.drain(now, false);
+        let (ready, next) = acc.drain(now, false, None);
         assert!(ready.is_empty());
         assert_eq!(next, Some(now + LINGER));
-        let (ready, _) = acc.drain(now + LINGER, false);
+        let (ready, _) = acc.drain(now + LINGER, false, None);
         assert_eq!(ready.len(), 2);
         let counts: Vec<i32> = ready.iter().map(ProducerBatch::record_count).collect();
         assert_eq!(counts.iter().sum::<i32>(), 3);
         assert!(!acc.is_idle(), "in flight");
-        for b in ready {
-            acc.done(&b.topic, b.partition);
+        for mut b in ready {
+            assert!(!b.is_sequenced());
+            acc.finished(&mut b);
         }
         assert!(acc.is_idle());
     }
@@ -331,40 +354,40 @@ mod tests {
     #[test]
     fn a_full_batch_is_ready_at_once_and_the_next_one_waits_its_turn() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(200, LINGER);
+        let mut acc = Accumulator::new(200, LINGER, 1);
         let value = [0u8; 60];
         let mut woke = 0;
         for _ in 0..6 {
             woke += append(&mut acc, 0, &value, now).wake_sender as usize;
         }
         assert!(woke >= 2);
-        let (ready, _) = acc.drain(now, false);
+        let (ready, _) = acc.drain(now, false, None);
         assert_eq!(ready.len(), 1, "one in flight per partition");
-        let first = ready.into_iter().next().unwrap();
+        let mut first = ready.into_iter().next().unwrap();
         assert_eq!(first.record_count(), 2);
-        let (ready, _) = acc.drain(now + LINGER, false);
+        let (ready, _) = acc.drain(now + LINGER, false, None);
         assert!(ready.is_empty(), "the partition is busy");
-        acc.done("t", 0);
-        let (ready, _) = acc.drain(now, false);
+        acc.finished(&mut first);
+        let (ready, _) = acc.drain(now, false, None);
         assert_eq!(ready[0].record_count(), 2);
     }
 
     #[test]
     fn a_retried_batch_goes_first_after_its_backoff() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(200, LINGER);
+        let mut acc = Accumulator::new(200, LINGER, 1);
         let first = append(&mut acc, 0, &[1u8; 100], now).outcome;
         let second = append(&mut acc, 0, &[2u8; 100], now).outcome;
         assert!(!first.same_channel(&second));
-        let (mut ready, _) = acc.drain(now, true);
+        let (mut ready, _) = acc.drain(now, true, None);
         let batch = ready.pop().unwrap();
         assert!(batch.subscribe().same_channel(&first));
         let retry_at = now + Duration::from_millis(100);
         acc.requeue(batch, retry_at);
-        let (ready, next) = acc.drain(now, true);
+        let (ready, next) = acc.drain(now, true, None);
         assert!(ready.is_empty());
         assert_eq!(next, Some(retry_at));
-        let (ready, _) = acc.drain(retry_at, true);
+        let (ready, _) = acc.drain(retry_at, true, None);
         assert!(
             ready[0].subscribe().same_channel(&first),
             "the retry goes before the rest"
@@ -372,18 +395,74 @@ mod tests {
     }
 
     #[test]
+    fn idempotence_keeps_five_in_flight_with_consecutive_sequences() {
+        let now = Instant::now();
+        let mut acc = Accumulator::new(100, LINGER, 5);
+        batches(&mut acc, 8, now);
+        let (ready, _) = acc.drain(now, true, Some(STAMP));
+        assert_eq!(sequences(&ready), [0, 1, 2, 3, 4], "a window of five");
+        assert!(ready.iter().all(|b| b.identity().producer_id == 7));
+        assert!(
+            acc.drain(now, true, Some(STAMP)).0.is_empty(),
+            "window full"
+        );
+        let mut ready = ready.into_iter();
+        let mut first = ready.next().unwrap();
+        acc.finished(&mut first);
+        let (more, _) = acc.drain(now, true, Some(STAMP));
+        assert_eq!(sequences(&more), [5], "one settled, one more goes");
+        // The sequence is fixed at the first send and written into the bytes.
+        let mut b = ready.next().unwrap();
+        let bytes = b.payload(Compression::None).unwrap();
+        let header = protocol::batch::validate_single_batch(&bytes).unwrap();
+        assert_eq!((header.producer_id, header.base_sequence), (7, 1));
+    }
+
+    #[test]
+    fn retries_wait_for_the_window_to_empty_then_go_in_sequence_order() {
+        let now = Instant::now();
+        let mut acc = Accumulator::new(100, LINGER, 5);
+        batches(&mut acc, 7, now);
+        let (ready, _) = acc.drain(now, true, Some(STAMP));
+        let mut ready: Vec<ProducerBatch> = ready.into_iter().collect();
+        // Batches 1 and 3 fail (their answers handled 3 first); 0, 2 and 4 are still out.
+        let three = ready.remove(3);
+        let one = ready.remove(1);
+        acc.requeue(three, now);
+        acc.requeue(one, now);
+        assert!(acc.is_oldest_unacked(&ready[0]));
+        assert!(
+            !acc.is_oldest_unacked(&ready[1]),
+            "batch 1 is still unacknowledged"
+        );
+        assert!(
+            acc.drain(now, true, Some(STAMP)).0.is_empty(),
+            "nothing goes while batches are in flight after a failure"
+        );
+        for mut b in ready.drain(..) {
+            acc.finished(&mut b);
+        }
+        let (retried, _) = acc.drain(now, true, Some(STAMP));
+        assert_eq!(
+            sequences(&retried),
+            [1, 3, 5, 6],
+            "the retries first, in order, then the batches never sent"
+        );
+    }
+
+    #[test]
     fn flush_takes_open_batches_before_linger() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(16384, Duration::from_secs(60));
+        let mut acc = Accumulator::new(16384, Duration::from_secs(60), 1);
         append(&mut acc, 0, b"x", now);
-        assert!(acc.drain(now, false).0.is_empty());
-        assert_eq!(acc.drain(now, true).0.len(), 1);
+        assert!(acc.drain(now, false, None).0.is_empty());
+        assert_eq!(acc.drain(now, true, None).0.len(), 1);
     }
 
     #[test]
     fn null_keys_stick_to_a_partition_until_its_batch_closes() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(16384, LINGER);
+        let mut acc = Accumulator::new(16384, LINGER, 1);
         let sticky = Target::Sticky { partitions: 8 };
         let parts: Vec<i32> = (0..10)
             .map(|_| {
@@ -392,7 +471,7 @@ mod tests {
             })
             .collect();
         assert!(parts.iter().all(|p| *p == parts[0]));
-        let (ready, _) = acc.drain(now + LINGER, false);
+        let (ready, _) = acc.drain(now + LINGER, false, None);
         assert_eq!(ready.len(), 1);
         assert_eq!(ready[0].record_count(), 10);
         let next = acc
@@ -404,9 +483,9 @@ mod tests {
     #[test]
     fn sealing_happens_once() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(16384, LINGER);
+        let mut acc = Accumulator::new(16384, LINGER, 1);
         append(&mut acc, 0, b"x", now);
-        let (mut ready, _) = acc.drain(now, true);
+        let (mut ready, _) = acc.drain(now, true, None);
         let batch = &mut ready[0];
         let a = batch.payload(Compression::Gzip).unwrap();
         let b = batch.payload(Compression::Gzip).unwrap();

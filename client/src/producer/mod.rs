@@ -2,112 +2,47 @@
 //! once with a [`DeliveryFuture`]; a background task sends batches when they are full or have
 //! lingered, and retries transient failures.
 //!
-//! Partitioning is described in [`partitioner`]; batching and ordering in [`accumulator`];
-//! sending and retries in [`sender`].
+//! Partitioning is described in [`partitioner`]; batching, ordering and the in-flight window in
+//! [`accumulator`]; sending and retries in [`sender`]. With
+//! [`ProducerConfig::enable_idempotence`] the producer asks for a producer id ([`identity`]),
+//! numbers each partition's records ([`sequence`]) and keeps up to five batches per partition
+//! in flight; a broker then appends a retried batch only once. Errors after which Kafka's
+//! producer cannot go on without reordering or losing records (fenced by a newer instance, a
+//! broker that lost the sequence, a batch whose fate stays unknown) stop it for good:
+//! [`Error::ProducerFatal`] for every record not yet acknowledged and every later send.
+//! [`ack_loss`] injects lost acknowledgements from the client side, for labs and tests.
 //!
 //! The hot path allocates nothing per record: the record is encoded straight into its batch's
 //! buffer, metadata is read from the cache by `&str`, and the delivery future shares its
 //! batch's channel.
 
 pub mod accumulator;
+pub mod ack_loss;
+pub mod batch;
+pub mod config;
+pub mod identity;
 pub mod partitioner;
 pub mod sender;
+pub mod sequence;
+pub mod shared;
 
-use std::fmt;
-use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
 use protocol::batch::HEADER_LEN;
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::record::codec::estimated_record_size;
-use crate::record::{Compression, Header};
-use crate::retry::RetryPolicy;
-use accumulator::{Accumulator, Outcome};
-use sender::Shared;
-
-/// How many replicas must have a batch before the broker answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Acks {
-    /// Fire and forget: the broker does not answer at all.
-    None,
-    /// The leader has it.
-    Leader,
-    /// Every in-sync replica has it (Kafka's default since 3.0).
-    #[default]
-    All,
-}
-
-impl Acks {
-    pub fn code(self) -> i16 {
-        match self {
-            Self::None => 0,
-            Self::Leader => 1,
-            Self::All => -1,
-        }
-    }
-}
-
-impl FromStr for Acks {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "0" | "none" => Ok(Self::None),
-            "1" | "leader" => Ok(Self::Leader),
-            "all" | "-1" => Ok(Self::All),
-            _ => Err(format!("unknown acks '{s}': use 0, 1 or all")),
-        }
-    }
-}
-
-impl fmt::Display for Acks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::None => "0",
-            Self::Leader => "1",
-            Self::All => "all",
-        })
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ProducerConfig {
-    pub acks: Acks,
-    /// How long a batch waits for more records before it is sent (Kafka 4.0's default is 5 ms).
-    pub linger: Duration,
-    /// A batch is sent once it holds this many bytes (before compression).
-    pub batch_size: usize,
-    pub compression: Compression,
-    /// Largest record accepted, batch header included (Kafka's max.request.size).
-    pub max_request_size: usize,
-    /// Bytes of records waiting for delivery before `send` waits (Kafka's buffer.memory).
-    pub buffer_memory: usize,
-    /// Time from a batch's first record to giving up on it, retries included.
-    pub delivery_timeout: Duration,
-    pub retry: RetryPolicy,
-}
-
-impl Default for ProducerConfig {
-    fn default() -> Self {
-        Self {
-            acks: Acks::All,
-            linger: Duration::from_millis(5),
-            batch_size: 16 * 1024,
-            compression: Compression::None,
-            max_request_size: 1024 * 1024,
-            buffer_memory: 32 * 1024 * 1024,
-            delivery_timeout: Duration::from_secs(120),
-            retry: RetryPolicy::default(),
-        }
-    }
-}
+use crate::record::Header;
+pub use ack_loss::{AckLoss, LossPattern, LostAck};
+use batch::Outcome;
+pub use config::{Acks, ProducerConfig, MAX_IN_FLIGHT_IDEMPOTENT};
+pub use identity::ProducerIdAndEpoch;
+use shared::Shared;
 
 /// A record to send; borrows everything, so building one allocates nothing.
 #[derive(Debug, Clone, Copy)]
@@ -229,23 +164,11 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// Starts the background sender (needs a tokio runtime).
+    /// Starts the background sender (needs a tokio runtime). With idempotence, the sender asks
+    /// for a producer id at once, as Kafka's producer does; [`producer_id`](Self::producer_id)
+    /// waits for it.
     pub fn new(client: Client, config: ProducerConfig) -> Result<Self> {
-        if config.batch_size == 0 || config.max_request_size <= HEADER_LEN {
-            return Err(Error::InvalidArgument(
-                "batch size and max request size must leave room for a record".into(),
-            ));
-        }
-        let shared = Arc::new(Shared {
-            acc: Mutex::new(Accumulator::new(config.batch_size, config.linger)),
-            memory: Semaphore::new(config.buffer_memory.min(Semaphore::MAX_PERMITS)),
-            client,
-            config,
-            wake: Notify::new(),
-            progress: Notify::new(),
-            flushing: AtomicUsize::new(0),
-            closed: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(client, config.checked()?));
         tokio::spawn(sender::run(Arc::clone(&shared)));
         Ok(Self {
             handle: Arc::new(Handle { shared }),
@@ -256,10 +179,38 @@ impl Producer {
         &self.handle.shared.config
     }
 
+    /// The producer id and epoch this producer writes with, `None` without idempotence. Waits
+    /// for InitProducerId if it is still under way.
+    pub async fn producer_id(&self) -> Result<Option<ProducerIdAndEpoch>> {
+        let shared = &self.handle.shared;
+        if !shared.config.enable_idempotence {
+            return Ok(None);
+        }
+        shared.producer_id().await.map(Some)
+    }
+
+    /// The error that stopped this producer for good, if one did.
+    pub fn fatal_error(&self) -> Option<Error> {
+        self.handle.shared.fatal_error()
+    }
+
+    /// Acknowledgements thrown away so far by [`ProducerConfig::lose_acks`].
+    pub fn acks_lost(&self) -> u64 {
+        self.handle.shared.lost.lock().lost()
+    }
+
+    /// What the broker had said in each acknowledgement thrown away (the first 10,000).
+    pub fn lost_acks(&self) -> Vec<LostAck> {
+        self.handle.shared.lost.lock().log().to_vec()
+    }
+
     /// Adds the record to a batch. Waits only for topic metadata (when not cached) and for
     /// buffer space; delivery is awaited through the returned future.
     pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         let shared = &self.handle.shared;
+        if let Some(fatal) = shared.fatal_error() {
+            return Err(fatal);
+        }
         if shared.closed.load(Ordering::SeqCst) {
             return Err(Error::ProducerClosed);
         }
@@ -362,17 +313,6 @@ fn now_millis() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn acks_parse_like_kafka_tools() {
-        assert_eq!("all".parse::<Acks>(), Ok(Acks::All));
-        assert_eq!("-1".parse::<Acks>(), Ok(Acks::All));
-        assert_eq!("1".parse::<Acks>(), Ok(Acks::Leader));
-        assert_eq!("0".parse::<Acks>(), Ok(Acks::None));
-        assert!("2".parse::<Acks>().is_err());
-        assert_eq!(Acks::None.code(), 0);
-        assert_eq!(Acks::All.to_string(), "all");
-    }
 
     #[test]
     fn records_borrow_their_parts() {

@@ -1,85 +1,55 @@
 //! The producer's background task: takes ready batches from the accumulator, groups them by
 //! leader into Produce requests, and settles each batch from the answer: success, a retry after
 //! a backoff (with metadata marked stale when the error says routing changed), or failure.
+//!
+//! Ordering: one task writes every request, one after another, and only the answers are awaited
+//! concurrently. A connection delivers requests in the order they were written and a broker
+//! answers them in that order, so the batches of a partition reach its leader in sequence order
+//! even with five in flight. The cost is that a slow leader lookup or connect holds up the other
+//! leaders' batches for that long.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use parking_lot::Mutex;
-use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
-use super::accumulator::{Accumulator, Delivered, ProducerBatch};
-use super::ProducerConfig;
-use crate::client::{topic_name, Client};
-use crate::error::{Error, ProtocolError, ServerError};
-
-/// State shared by the producer handles and the sender task.
-pub struct Shared {
-    pub client: Client,
-    pub config: ProducerConfig,
-    pub acc: Mutex<Accumulator>,
-    /// New work or a new deadline for the sender.
-    pub wake: Notify,
-    /// A batch was settled; flushes re-check whether everything is done.
-    pub progress: Notify,
-    pub flushing: AtomicUsize,
-    pub closed: AtomicBool,
-    /// Bytes of records accepted but not yet settled (Kafka's buffer.memory).
-    pub memory: Semaphore,
-}
-
-impl Shared {
-    fn settle(&self, batch: ProducerBatch, result: Result<Delivered, Error>) {
-        self.acc.lock().done(&batch.topic, batch.partition);
-        self.memory.add_permits(batch.memory as usize);
-        if let Err(e) = &result {
-            tracing::warn!(topic = %batch.topic, partition = batch.partition,
-                records = batch.record_count(), %e, "batch failed");
-        }
-        batch.complete(result);
-        self.wake.notify_one();
-        self.progress.notify_waiters();
-    }
-
-    /// Retries a batch after a backoff if the error allows it and time remains, else fails it.
-    fn failed(&self, mut batch: ProducerBatch, err: Error) {
-        let stale_routing = matches!(err, Error::Transport(_))
-            || err.server().is_some_and(ServerError::invalidates_metadata);
-        if stale_routing {
-            self.client.invalidate(&batch.topic);
-        }
-        let in_time = batch.created.elapsed() < self.config.delivery_timeout;
-        // A topic missing from metadata may be on its way (a restarted broker auto-creates it,
-        // an admin re-creates it): Kafka's producer waits for it too, within the timeout.
-        let retriable = err.is_retriable() || matches!(err, Error::UnknownTopic { .. });
-        let delay = self.config.retry.delay(batch.attempts + 1);
-        match delay.filter(|_| retriable && in_time) {
-            Some(delay) => {
-                batch.attempts += 1;
-                tracing::debug!(topic = %batch.topic, partition = batch.partition,
-                    attempt = batch.attempts, ?delay, %err, "retrying batch");
-                self.acc.lock().requeue(batch, Instant::now() + delay);
-                self.wake.notify_one();
-            }
-            None => self.settle(batch, Err(err)),
-        }
-    }
-}
+use super::batch::{Delivered, ProducerBatch};
+use super::shared::Shared;
+use crate::client::topic_name;
+use crate::connection::{BrokerConnection, PendingCall};
+use crate::error::{Error, ProtocolError, Result};
 
 /// Runs until the producer is closed and every batch is settled.
 pub async fn run(shared: Arc<Shared>) {
+    if shared.config.enable_idempotence {
+        // Kafka's producer gets its id before sending anything; a producer that cannot get one
+        // within its retries cannot send idempotently at all.
+        if let Err(e) = shared.producer_id().await {
+            shared.stop(None, e);
+        }
+    }
+    let stamp = shared.identity.get().copied();
     loop {
         let closing = shared.closed.load(Ordering::SeqCst);
         let flush = closing || shared.flushing.load(Ordering::SeqCst) > 0;
-        let (ready, next) = shared.acc.lock().drain(Instant::now(), flush);
-        if !ready.is_empty() {
-            tokio::spawn(send_round(Arc::clone(&shared), ready));
+        let mut next = None;
+        if let Some(fatal) = shared.fatal_error() {
+            // Records that slipped in while the producer was being stopped.
+            let unsent = shared.acc.lock().take_unsent();
+            for batch in unsent {
+                shared.settle(batch, Err(fatal.clone()));
+            }
+        } else {
+            let ready;
+            (ready, next) = shared.acc.lock().drain(Instant::now(), flush, stamp);
+            if !ready.is_empty() {
+                dispatch(&shared, ready).await;
+            }
         }
         if closing && shared.acc.lock().is_idle() {
             tracing::debug!("producer closed, sender done");
@@ -95,36 +65,50 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Finds each batch's leader and sends one request per leader.
-async fn send_round(shared: Arc<Shared>, batches: Vec<ProducerBatch>) {
-    let mut by_leader: HashMap<i32, Vec<ProducerBatch>> = HashMap::new();
+/// Finds each partition's leader (once per partition, so all its batches go to the same place)
+/// and sends each leader its batches.
+async fn dispatch(shared: &Arc<Shared>, batches: Vec<ProducerBatch>) {
+    let mut leaders: HashMap<(Arc<str>, i32), Result<i32>> = HashMap::new();
+    let mut by_leader: Vec<(i32, Vec<ProducerBatch>)> = Vec::new();
     for batch in batches {
-        match shared
-            .client
-            .leader(&batch.topic, batch.partition, true)
-            .await
-        {
-            Ok(leader) => by_leader.entry(leader).or_default().push(batch),
+        let key = (Arc::clone(&batch.topic), batch.partition);
+        let leader = match leaders.get(&key) {
+            Some(leader) => leader.clone(),
+            None => {
+                let leader = shared
+                    .client
+                    .leader(&batch.topic, batch.partition, true)
+                    .await;
+                leaders.insert(key, leader.clone());
+                leader
+            }
+        };
+        match leader {
+            Ok(id) => match by_leader.iter_mut().find(|(l, _)| *l == id) {
+                Some((_, group)) => group.push(batch),
+                None => by_leader.push((id, vec![batch])),
+            },
             Err(e) => shared.failed(batch, e),
         }
     }
     for (leader, group) in by_leader {
-        tokio::spawn(send_to_leader(Arc::clone(&shared), leader, group));
+        send_to_leader(shared, leader, group).await;
     }
 }
 
-async fn send_to_leader(shared: Arc<Shared>, leader: i32, batches: Vec<ProducerBatch>) {
+async fn send_to_leader(shared: &Arc<Shared>, leader: i32, batches: Vec<ProducerBatch>) {
     let mut sendable = Vec::with_capacity(batches.len());
     for mut batch in batches {
         match batch.payload(shared.config.compression) {
             Ok(bytes) => sendable.push((batch, bytes)),
             Err(reason) => {
-                let err = ProtocolError::Encode {
+                let err: Error = ProtocolError::Encode {
                     api: "record batch",
                     version: 2,
                     reason,
-                };
-                shared.settle(batch, Err(err.into()));
+                }
+                .into();
+                shared.give_up(batch, err);
             }
         }
     }
@@ -143,11 +127,38 @@ async fn send_to_leader(shared: Arc<Shared>, leader: i32, batches: Vec<ProducerB
     let acks = shared.config.acks.code();
     let timeout_ms =
         i32::try_from(shared.client.config().request_timeout.as_millis()).unwrap_or(i32::MAX);
-    let build = |_version| request(&sendable, acks, timeout_ms);
     if acks == 0 {
-        // The broker answers nothing at acks=0: offsets stay unknown, as in Kafka.
-        let sent = conn.send_only(build).await;
-        for (batch, _) in sendable {
+        return send_unanswered(shared, &conn, sendable, timeout_ms).await;
+    }
+    let mut requests = split_by_round(sendable).into_iter();
+    while let Some(round) = requests.next() {
+        match conn.start(|_| request(&round, acks, timeout_ms)).await {
+            Ok(pending) => {
+                let addr = conn.addr().to_string();
+                tokio::spawn(settle_answer(Arc::clone(shared), pending, round, addr));
+            }
+            Err(e) => {
+                // The connection is broken: this request and the ones after it go back to
+                // their queues, in order.
+                for (batch, _) in round.into_iter().chain(requests.flatten()) {
+                    shared.failed(batch, e.clone());
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// acks=0: the broker answers nothing, so offsets stay unknown, as in Kafka.
+async fn send_unanswered(
+    shared: &Arc<Shared>,
+    conn: &BrokerConnection,
+    sendable: Vec<(ProducerBatch, Bytes)>,
+    timeout_ms: i32,
+) {
+    for round in split_by_round(sendable) {
+        let sent = conn.send_only(|_| request(&round, 0, timeout_ms)).await;
+        for (batch, _) in round {
             match &sent {
                 Ok(()) => shared.settle(
                     batch,
@@ -159,45 +170,56 @@ async fn send_to_leader(shared: Arc<Shared>, leader: i32, batches: Vec<ProducerB
                 Err(e) => shared.failed(batch, e.clone()),
             }
         }
-        return;
     }
-    match conn.call(build).await {
+}
+
+async fn settle_answer(
+    shared: Arc<Shared>,
+    pending: PendingCall<ProduceRequest>,
+    round: Vec<(ProducerBatch, Bytes)>,
+    addr: String,
+) {
+    match pending.answer().await {
         Ok(resp) => {
-            for (batch, _) in sendable {
+            for (batch, _) in round {
                 match find(&resp, &batch.topic, batch.partition) {
-                    Some(p) if p.error_code == 0 => shared.settle(
-                        batch,
-                        Ok(Delivered {
-                            base_offset: p.base_offset,
-                            log_append_time: p.log_append_time_ms,
-                        }),
-                    ),
-                    Some(p) => {
-                        let err = ServerError::new(p.error_code)
-                            .topic(&*batch.topic)
-                            .partition(batch.partition)
-                            .message(p.error_message.as_ref().map(|m| m.to_string()));
-                        shared.failed(batch, err.into());
-                    }
+                    Some(answer) => shared.answered(batch, answer, &addr),
                     None => {
                         let err = ProtocolError::BadAnswer {
                             api: "Produce",
                             reason: format!("no answer for {}-{}", batch.topic, batch.partition),
                         };
-                        shared.settle(batch, Err(err.into()));
+                        shared.give_up(batch, err.into());
                     }
                 }
             }
         }
         Err(e) => {
-            for (batch, _) in sendable {
+            for (batch, _) in round {
                 shared.failed(batch, e.clone());
             }
         }
     }
 }
 
-/// One Produce request carrying one batch per partition (Kafka allows no more).
+/// Kafka allows one batch per partition in a Produce request, so a partition's second batch
+/// goes in a second request, and so on; batches keep their order within each partition.
+fn split_by_round(batches: Vec<(ProducerBatch, Bytes)>) -> Vec<Vec<(ProducerBatch, Bytes)>> {
+    let mut rounds: Vec<Vec<(ProducerBatch, Bytes)>> = Vec::new();
+    let mut seen: HashMap<(Arc<str>, i32), usize> = HashMap::new();
+    for entry in batches {
+        let key = (Arc::clone(&entry.0.topic), entry.0.partition);
+        let round = seen.entry(key).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(entry);
+        *round += 1;
+    }
+    rounds
+}
+
+/// One Produce request carrying one batch per partition.
 fn request(batches: &[(ProducerBatch, Bytes)], acks: i16, timeout_ms: i32) -> ProduceRequest {
     let mut topics: Vec<TopicProduceData> = Vec::new();
     for (batch, bytes) in batches {
@@ -237,15 +259,27 @@ fn find<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::producer::accumulator::Accumulator;
+    use crate::producer::identity::ProducerIdAndEpoch;
     use crate::producer::partitioner::Target;
     use crate::record::Compression;
     use kafka_protocol::protocol::Encodable;
     use std::time::Duration;
 
+    fn sealed(ready: Vec<ProducerBatch>) -> Vec<(ProducerBatch, Bytes)> {
+        ready
+            .into_iter()
+            .map(|mut b| {
+                let bytes = b.payload(Compression::None).unwrap();
+                (b, bytes)
+            })
+            .collect()
+    }
+
     #[test]
     fn one_entry_per_topic_one_batch_per_partition_at_every_version() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(16384, Duration::ZERO);
+        let mut acc = Accumulator::new(16384, Duration::ZERO, 1);
         for (topic, p) in [("a", 0), ("b", 1), ("a", 2), ("a", 0)] {
             acc.append(
                 topic,
@@ -258,20 +292,51 @@ mod tests {
                 now,
             );
         }
-        let (ready, _) = acc.drain(now, true);
-        let sendable: Vec<(ProducerBatch, Bytes)> = ready
-            .into_iter()
-            .map(|mut b| {
-                let bytes = b.payload(Compression::None).unwrap();
-                (b, bytes)
-            })
-            .collect();
-        let req = request(&sendable, -1, 30_000);
+        let (ready, _) = acc.drain(now, true, None);
+        let req = request(&sealed(ready), -1, 30_000);
         assert_eq!(req.topic_data.len(), 2);
         let parts: usize = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
         assert_eq!(parts, 3);
         for v in 3..=9 {
             req.encode(&mut bytes::BytesMut::new(), v).unwrap();
         }
+    }
+
+    #[test]
+    fn a_partitions_batches_go_in_successive_requests_in_sequence_order() {
+        let now = Instant::now();
+        let mut acc = Accumulator::new(100, Duration::ZERO, 5);
+        for (p, n) in [(0, 3), (1, 1)] {
+            for _ in 0..n {
+                acc.append(
+                    "t",
+                    Target::Partition(p),
+                    0,
+                    None,
+                    Some(&[0; 100]),
+                    &[],
+                    1,
+                    now,
+                );
+            }
+        }
+        let stamp = ProducerIdAndEpoch {
+            producer_id: 3,
+            epoch: 0,
+        };
+        let (ready, _) = acc.drain(now, true, Some(stamp));
+        let rounds = split_by_round(sealed(ready));
+        let shape: Vec<Vec<(i32, i32)>> = rounds
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|(b, _)| (b.partition, b.identity().base_sequence))
+                    .collect()
+            })
+            .collect();
+        let mut first = shape[0].clone();
+        first.sort();
+        assert_eq!(first, [(0, 0), (1, 0)]);
+        assert_eq!(shape[1..], [vec![(0, 1)], vec![(0, 2)]]);
     }
 }

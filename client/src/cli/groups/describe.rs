@@ -1,0 +1,378 @@
+//! `client groups describe`, printed exactly as kafka-consumer-groups.sh --describe prints it
+//! (Kafka 4.x `ConsumerGroupCommand`): the same columns, widths and padding, each line started
+//! with a newline as the tool's printf formats start with "\n", and the same notes on stderr.
+//! Everything here builds text; nothing prints, so the tests compare exact output.
+
+use client::admin::{GroupDescription, GroupLag};
+
+/// What one view prints, per stream.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Printed {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The tool's `MISSING_COLUMN_VALUE`.
+const MISSING: &str = "-";
+
+/// Java's `%-Ns`: left-aligned, padded with spaces to at least `width` characters.
+fn pad(text: &str, width: usize) -> String {
+    format!("{text:<width$}")
+}
+
+fn opt(value: Option<i64>) -> String {
+    value.map_or_else(|| MISSING.to_string(), |v| v.to_string())
+}
+
+/// The tool's `shouldPrintMemberState`: the note for the group's state, and whether a table
+/// follows (`rows` is the number of rows it would have). `Err` for a state the tool does not
+/// know, which it refuses the same way.
+fn state_note(group: &str, state: &str, rows: usize, out: &mut Printed) -> Result<bool, String> {
+    match state {
+        "Dead" => {
+            // printError writes to stdout.
+            out.stdout += &format!("\nError: Consumer group '{group}' does not exist.\n");
+            return Ok(false);
+        }
+        "Empty" => out.stderr += &format!("\nConsumer group '{group}' has no active members.\n"),
+        "PreparingRebalance" | "CompletingRebalance" | "Assigning" | "Reconciling" => {
+            out.stderr += &format!("\nWarning: Consumer group '{group}' is rebalancing.\n")
+        }
+        "Stable" => {}
+        other => {
+            return Err(format!(
+                "Expected a valid consumer group state, but found '{other}'."
+            ))
+        }
+    }
+    Ok(rows > 0)
+}
+
+/// The default view: one row per partition with offsets, lag and owner.
+pub fn offsets(lag: &GroupLag) -> Result<Printed, String> {
+    let group = lag.description.group_id.as_str();
+    let mut out = Printed::default();
+    if !state_note(
+        group,
+        &lag.description.state,
+        lag.partitions.len(),
+        &mut out,
+    )? {
+        return Ok(out);
+    }
+    let owner = |f: fn(&client::admin::Owner) -> &str, r: &client::admin::PartitionLag| {
+        r.owner.as_ref().map_or(MISSING, f).to_string()
+    };
+    let rows: Vec<[String; 9]> = lag
+        .partitions
+        .iter()
+        .map(|r| {
+            [
+                group.to_string(),
+                r.topic.clone(),
+                r.partition.to_string(),
+                opt(r.current_offset),
+                opt(r.log_end_offset),
+                opt(r.lag),
+                owner(|o| &o.member_id, r),
+                owner(|o| &o.host, r),
+                owner(|o| &o.client_id, r),
+            ]
+        })
+        .collect();
+    let widest = |col: usize| {
+        rows.iter()
+            .map(|r| r[col].chars().count())
+            .fold(15, usize::max)
+    };
+    let widths = [widest(0), widest(1), 10, 15, 15, 15, widest(6), widest(7)];
+    let line = |cells: [&str; 9]| {
+        let mut text = String::from("\n");
+        for (cell, width) in cells.iter().zip(widths) {
+            text += &pad(cell, width);
+            text.push(' ');
+        }
+        text + cells[8]
+    };
+    out.stdout += &line([
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]);
+    for r in &rows {
+        out.stdout += &line(std::array::from_fn(|i| r[i].as_str()));
+    }
+    out.stdout.push('\n');
+    Ok(out)
+}
+
+/// `--members`: one row per member. As in the tool, the header is printed even when the state
+/// note says there is nothing to show, and GROUP-INSTANCE-ID appears only when a member is
+/// static.
+pub fn members(d: &GroupDescription) -> Result<Printed, String> {
+    let group = d.group_id.as_str();
+    let mut out = Printed::default();
+    let rows: Vec<[String; 6]> = d
+        .members
+        .iter()
+        .map(|m| {
+            [
+                group.to_string(),
+                m.member_id.clone(),
+                m.group_instance_id.clone().unwrap_or_default(),
+                m.client_host.clone(),
+                m.client_id.clone(),
+                m.assignment.len().to_string(),
+            ]
+        })
+        .collect();
+    let show = state_note(group, &d.state, rows.len(), &mut out)?;
+    let widest = |col: usize, min: usize| {
+        if !show {
+            return min;
+        }
+        rows.iter()
+            .map(|r| r[col].chars().count())
+            .fold(min, usize::max)
+    };
+    let widths = [
+        widest(0, 15),
+        widest(1, 15),
+        widest(2, 17),
+        widest(3, 15),
+        widest(4, 15),
+        15,
+    ];
+    let with_instance = show && rows.iter().any(|r| !r[2].is_empty());
+    let line = |cells: [&str; 6]| {
+        let mut text = String::new();
+        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if i == 2 && !with_instance {
+                continue;
+            }
+            text += &pad(cell, width);
+            text.push(' ');
+        }
+        text
+    };
+    out.stdout += "\n";
+    out.stdout += &line([
+        "GROUP",
+        "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+    ]);
+    out.stdout.push('\n');
+    for r in &rows {
+        out.stdout += &line(std::array::from_fn(|i| r[i].as_str()));
+        out.stdout.push('\n');
+    }
+    Ok(out)
+}
+
+/// `--state`: the group's coordinator, assignor, state and size.
+pub fn state(d: &GroupDescription) -> Result<Printed, String> {
+    let group = d.group_id.as_str();
+    let mut out = Printed::default();
+    if !state_note(group, &d.state, 1, &mut out)? {
+        return Ok(out);
+    }
+    let c = &d.coordinator;
+    let coordinator = format!("{}:{}  ({})", c.host, c.port, c.id);
+    let strategy = if d.assignment_strategy.is_empty() {
+        MISSING
+    } else {
+        d.assignment_strategy.as_str()
+    };
+    let (gw, cw) = (group.len().max(15), coordinator.chars().count().max(25));
+    let line = |cells: [&str; 5]| {
+        format!(
+            "\n{} {} {} {} {}",
+            pad(cells[0], gw),
+            pad(cells[1], cw),
+            pad(cells[2], 20),
+            pad(cells[3], 20),
+            cells[4]
+        )
+    };
+    out.stdout += &line([
+        "GROUP",
+        "COORDINATOR (ID)",
+        "ASSIGNMENT-STRATEGY",
+        "STATE",
+        "#MEMBERS",
+    ]);
+    out.stdout += &line([
+        group,
+        &coordinator,
+        strategy,
+        &d.state,
+        &d.members.len().to_string(),
+    ]);
+    out.stdout.push('\n');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use client::admin::{MemberDescription, Owner, PartitionLag};
+    use client::{BrokerInfo, TopicPartition};
+
+    const ID_A: &str = "rdkafka-3f2a9c1e-7b4d-4e8a-9c61-2d5f0a7b8e13";
+    const ID_B: &str = "rdkafka-0b8e4d2a-51c7-4f0e-8d3b-6a9e2c1f4d57";
+
+    fn description(state: &str, members: Vec<MemberDescription>) -> GroupDescription {
+        GroupDescription {
+            group_id: "demo".into(),
+            state: state.into(),
+            protocol_type: "consumer".into(),
+            assignment_strategy: "range".into(),
+            coordinator: BrokerInfo {
+                id: 1,
+                host: "127.0.0.1".into(),
+                port: 9092,
+                rack: None,
+            },
+            members,
+        }
+    }
+
+    fn member(id: &str, partitions: &[i32]) -> MemberDescription {
+        MemberDescription {
+            member_id: id.into(),
+            group_instance_id: None,
+            client_id: "rdkafka".into(),
+            client_host: "/127.0.0.1".into(),
+            assignment: partitions
+                .iter()
+                .map(|&p| TopicPartition::new("orders", p))
+                .collect(),
+        }
+    }
+
+    fn row(p: i32, committed: Option<i64>, end: i64, owner: Option<&str>) -> PartitionLag {
+        PartitionLag {
+            topic: "orders".into(),
+            partition: p,
+            current_offset: committed,
+            log_end_offset: Some(end),
+            lag: committed.map(|c| end - c),
+            owner: owner.map(|id| Owner {
+                member_id: id.into(),
+                host: "/127.0.0.1".into(),
+                client_id: "rdkafka".into(),
+            }),
+        }
+    }
+
+    /// The sample of the reference (two kcat consumers, range), byte for byte.
+    #[test]
+    fn the_offsets_view_matches_kafkas_tool() {
+        let lag = GroupLag {
+            description: description("Stable", vec![member(ID_A, &[0, 1]), member(ID_B, &[2])]),
+            partitions: vec![
+                row(0, Some(40), 42, Some(ID_A)),
+                row(1, None, 17, Some(ID_A)),
+                row(2, Some(33), 33, Some(ID_B)),
+            ],
+        };
+        let out = offsets(&lag).unwrap();
+        let expected = "
+GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID                                  HOST            CLIENT-ID
+demo            orders          0          40              42              2               rdkafka-3f2a9c1e-7b4d-4e8a-9c61-2d5f0a7b8e13 /127.0.0.1      rdkafka
+demo            orders          1          -               17              -               rdkafka-3f2a9c1e-7b4d-4e8a-9c61-2d5f0a7b8e13 /127.0.0.1      rdkafka
+demo            orders          2          33              33              0               rdkafka-0b8e4d2a-51c7-4f0e-8d3b-6a9e2c1f4d57 /127.0.0.1      rdkafka
+";
+        assert_eq!(out.stdout, expected);
+        assert_eq!(out.stderr, "");
+    }
+
+    #[test]
+    fn an_empty_group_notes_it_on_stderr_and_lists_committed_partitions() {
+        let lag = GroupLag {
+            description: description("Empty", vec![]),
+            partitions: vec![row(0, Some(40), 42, None)],
+        };
+        let out = offsets(&lag).unwrap();
+        assert_eq!(
+            out.stderr,
+            "\nConsumer group 'demo' has no active members.\n"
+        );
+        assert_eq!(
+            out.stdout,
+            "\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID     HOST            CLIENT-ID\
+             \ndemo            orders          0          40              42              2               -               -               -\n"
+        );
+        let nothing = GroupLag {
+            description: description("Empty", vec![]),
+            partitions: vec![],
+        };
+        assert_eq!(offsets(&nothing).unwrap().stdout, "");
+    }
+
+    #[test]
+    fn dead_and_rebalancing_groups_get_the_tools_notes() {
+        let dead = GroupLag {
+            description: description("Dead", vec![]),
+            partitions: vec![],
+        };
+        let out = offsets(&dead).unwrap();
+        assert_eq!(
+            out.stdout,
+            "\nError: Consumer group 'demo' does not exist.\n"
+        );
+        assert_eq!(out.stderr, "");
+        let busy = GroupLag {
+            description: description("PreparingRebalance", vec![]),
+            partitions: vec![row(1, Some(1), 1, None)],
+        };
+        let out = offsets(&busy).unwrap();
+        assert_eq!(
+            out.stderr,
+            "\nWarning: Consumer group 'demo' is rebalancing.\n"
+        );
+        assert!(out.stdout.starts_with("\nGROUP "));
+        assert!(offsets(&GroupLag {
+            description: description("Sleeping", vec![]),
+            partitions: vec![],
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn the_members_view() {
+        let mut d = description("Stable", vec![member(ID_A, &[0, 1]), member(ID_B, &[2])]);
+        let out = members(&d).unwrap();
+        let expected = "
+GROUP           CONSUMER-ID                                  HOST            CLIENT-ID       #PARTITIONS     \n\
+demo            rdkafka-3f2a9c1e-7b4d-4e8a-9c61-2d5f0a7b8e13 /127.0.0.1      rdkafka         2               \n\
+demo            rdkafka-0b8e4d2a-51c7-4f0e-8d3b-6a9e2c1f4d57 /127.0.0.1      rdkafka         1               \n";
+        assert_eq!(out.stdout, expected);
+        d.members[1].group_instance_id = Some("b-1".into());
+        let out = members(&d).unwrap();
+        assert!(out
+            .stdout
+            .starts_with("\nGROUP           CONSUMER-ID                                  GROUP-INSTANCE-ID HOST "));
+        assert!(out.stdout.contains(" b-1               /127.0.0.1 "));
+    }
+
+    #[test]
+    fn the_state_view() {
+        let d = description("Stable", vec![member(ID_A, &[0, 1]), member(ID_B, &[2])]);
+        let out = state(&d).unwrap();
+        assert_eq!(
+            out.stdout,
+            "\nGROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE                #MEMBERS\
+             \ndemo            127.0.0.1:9092  (1)       range                Stable               2\n"
+        );
+    }
+}

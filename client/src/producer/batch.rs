@@ -1,0 +1,103 @@
+//! A batch on its way: filled, given its place in its partition's order (and, with idempotence,
+//! its sequence) when first sent, sealed into wire bytes once, then sent, perhaps again.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::record::{BatchBuilder, Compression, ProducerIdentity};
+
+/// What the broker said about a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// -1 when unknown (acks=0, or an old broker's DUPLICATE_SEQUENCE_NUMBER).
+    pub base_offset: i64,
+    /// The broker's time when the topic uses LogAppendTime, else -1.
+    pub log_append_time: i64,
+}
+
+pub type Outcome = Option<Result<Delivered, Error>>;
+
+pub struct ProducerBatch {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub(super) builder: Option<BatchBuilder>,
+    sealed: Option<Bytes>,
+    sealed_records: i32,
+    pub created: Instant,
+    /// Retries so far.
+    pub attempts: u32,
+    /// Buffer memory to give back when the batch is done.
+    pub memory: u32,
+    /// Its place in its partition's send order, from its first send on; retries are put back in
+    /// this order.
+    pub(super) ordinal: Option<u64>,
+    /// Producer id, epoch and base sequence, from its first send on (`NONE` without idempotence).
+    pub(super) identity: ProducerIdentity,
+    /// Counted in its partition's in-flight window.
+    pub(super) in_flight: bool,
+    outcome: watch::Sender<Outcome>,
+}
+
+impl ProducerBatch {
+    pub(super) fn new(topic: Arc<str>, partition: i32, batch_size: usize, now: Instant) -> Self {
+        Self {
+            topic,
+            partition,
+            builder: Some(BatchBuilder::new(batch_size)),
+            sealed: None,
+            sealed_records: 0,
+            created: now,
+            attempts: 0,
+            memory: 0,
+            ordinal: None,
+            identity: ProducerIdentity::NONE,
+            in_flight: false,
+            outcome: watch::Sender::new(None),
+        }
+    }
+
+    pub(super) fn builder(&self) -> Option<&BatchBuilder> {
+        self.builder.as_ref()
+    }
+
+    pub fn record_count(&self) -> i32 {
+        self.builder()
+            .map_or(self.sealed_records, BatchBuilder::record_count)
+    }
+
+    /// Producer id, epoch and base sequence written in the batch.
+    pub fn identity(&self) -> ProducerIdentity {
+        self.identity
+    }
+
+    /// True when the batch carries an idempotent sequence.
+    pub fn is_sequenced(&self) -> bool {
+        self.identity.producer_id >= 0
+    }
+
+    /// The wire bytes. The first call closes the batch (compressing it); retries resend exactly
+    /// the same bytes, with the same sequence, which is what lets the broker recognise them.
+    pub fn payload(&mut self, compression: Compression) -> Result<Bytes, String> {
+        if let Some(bytes) = &self.sealed {
+            return Ok(bytes.clone());
+        }
+        let builder = self.builder.take().ok_or("batch has no records")?;
+        self.sealed_records = builder.record_count();
+        let bytes = builder.finish(compression, self.identity)?;
+        self.sealed = Some(bytes.clone());
+        Ok(bytes)
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Outcome> {
+        self.outcome.subscribe()
+    }
+
+    /// Tells every record of the batch how it went.
+    pub fn complete(self, result: Result<Delivered, Error>) {
+        self.outcome.send_replace(Some(result));
+    }
+}

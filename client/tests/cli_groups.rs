@@ -1,0 +1,294 @@
+//! `client groups ...` and `client consume --group` run as a user would, against an in-process
+//! broker and a group member of known identity, so the kafka-consumer-groups.sh output can be
+//! compared character for character.
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use broker::{Broker, BrokerConfig};
+use client::{Client, ClientConfig, GroupConfig, GroupConsumer, OffsetReset, TopicPartition};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// The binary with `args`, no input, pointed at `addr`.
+async fn cli(addr: SocketAddr, args: &[&str], stdin: &str) -> Run {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let stdin = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_client"))
+            .args(&args)
+            .env("KAFKA_BOOTSTRAP", addr.to_string())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// A broker with "orders" (3 partitions) holding 5, 7 and 9 records.
+async fn broker_with_orders() -> Broker {
+    let b = Broker::start(BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..BrokerConfig::default()
+    })
+    .await
+    .unwrap();
+    let run = cli(b.addr(), &["topics", "create", "orders", "-p", "3"], "").await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for (p, n) in [5, 7, 9].into_iter().enumerate() {
+        let lines: String = (0..n).map(|i| format!("v{i}\n")).collect();
+        let partition = p.to_string();
+        let run = cli(b.addr(), &["produce", "orders", "-p", &partition], &lines).await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    b
+}
+
+/// A member of `group` owning all of "orders", that committed 2 on partition 0 and 7 on 1.
+async fn member_with_commits(addr: SocketAddr, group: &str) -> GroupConsumer {
+    let client = Client::connect(ClientConfig::new(&addr.to_string()))
+        .await
+        .unwrap();
+    let mut config = GroupConfig::new(group);
+    config.auto_commit = false;
+    config.consumer.max_wait = Duration::from_millis(50);
+    config.consumer.auto_offset_reset = OffsetReset::Earliest;
+    let mut member = GroupConsumer::new(client, config).unwrap();
+    member.subscribe(["orders"]).unwrap();
+    let joined = async {
+        while member.assignment().len() < 3 {
+            member.poll().await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), joined)
+        .await
+        .expect("the member joins");
+    member
+        .commit_offsets_sync(
+            [
+                (TopicPartition::new("orders", 0), 2),
+                (TopicPartition::new("orders", 1), 7),
+            ]
+            .into(),
+        )
+        .await
+        .unwrap();
+    member
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_prints_exactly_what_kafka_consumer_groups_prints() {
+    let b = broker_with_orders().await;
+    let member = member_with_commits(b.addr(), "billing").await;
+    let id = member.generation().member_id;
+    assert!(id.starts_with("workshop-client-"), "{id}");
+    let w = id.len();
+
+    let run = cli(b.addr(), &["groups", "describe", "billing"], "").await;
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    let head = format!(
+        "\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             {:<w$} HOST            CLIENT-ID",
+        "CONSUMER-ID"
+    );
+    let row = |p: i32, current: &str, end: i64, lag: &str| {
+        format!(
+            "\nbilling         orders          {p:<10} {current:<15} {end:<15} {lag:<15} {id} /127.0.0.1      workshop-client"
+        )
+    };
+    let expected = [
+        head.clone(),
+        row(0, "2", 5, "3"),
+        row(1, "7", 7, "0"),
+        row(2, "-", 9, "-"),
+        "\n".to_string(),
+    ]
+    .concat();
+    assert_eq!(run.stdout, expected);
+
+    let run = cli(
+        b.addr(),
+        &["groups", "describe", "billing", "--members"],
+        "",
+    )
+    .await;
+    assert_eq!(
+        run.stdout,
+        format!(
+            "\nGROUP           {:<w$} HOST            CLIENT-ID       #PARTITIONS     \n\
+             billing         {id} /127.0.0.1      workshop-client 3               \n",
+            "CONSUMER-ID"
+        )
+    );
+    let run = cli(b.addr(), &["groups", "describe", "billing", "--state"], "").await;
+    let coordinator = format!("127.0.0.1:{}  (1)", b.addr().port());
+    assert_eq!(
+        run.stdout,
+        format!(
+            "\nGROUP           {:<25} ASSIGNMENT-STRATEGY  STATE                #MEMBERS\
+             \nbilling         {coordinator:<25} range                Stable               1\n",
+            "COORDINATOR (ID)"
+        )
+    );
+
+    // Without members: a note on stderr, committed partitions with no owner.
+    member.close().await.unwrap();
+    let run = cli(b.addr(), &["groups", "describe", "billing"], "").await;
+    assert_eq!(
+        run.stderr,
+        "\nConsumer group 'billing' has no active members.\n"
+    );
+    let dash = |p: i32, current: &str, end: i64, lag: &str| {
+        format!(
+            "\nbilling         orders          {p:<10} {current:<15} {end:<15} {lag:<15} -               -               -"
+        )
+    };
+    let expected = [
+        "\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID     HOST            CLIENT-ID".to_string(),
+        dash(0, "2", 5, "3"),
+        dash(1, "7", 7, "0"),
+        "\n".to_string(),
+    ]
+    .concat();
+    assert_eq!(run.stdout, expected);
+
+    let run = cli(b.addr(), &["groups", "describe", "nope"], "").await;
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "\nError: Consumer group 'nope' does not exist.\n", "")
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_lag_consume_with_a_group_and_delete() {
+    let b = broker_with_orders().await;
+    let member = member_with_commits(b.addr(), "billing").await;
+
+    let run = cli(b.addr(), &["groups", "list"], "").await;
+    assert_eq!(run.stdout, "billing\n");
+    let run = cli(b.addr(), &["groups", "list", "--state"], "").await;
+    assert_eq!(
+        run.stdout,
+        format!(
+            "{:<25} {:<20}\n{:<25} {:<20}\n",
+            "GROUP", "STATE", "billing", "Stable"
+        )
+    );
+    let run = cli(b.addr(), &["groups", "list", "--state", "empty"], "").await;
+    assert_eq!(run.stdout, format!("{:<25} {:<20}\n", "GROUP", "STATE"));
+    let run = cli(b.addr(), &["groups", "list", "--state", "sleepy"], "").await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+
+    let run = cli(b.addr(), &["groups", "lag", "billing"], "").await;
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "group billing: Stable, 1 member(s), total lag 3");
+    assert_eq!(lines[2], "TOPIC   PARTITION  COMMITTED  LOG-END  LAG");
+    assert!(lines[3].starts_with("orders  0          2          5        3    █"));
+    assert_eq!(lines[5], "orders  2          -          9        -");
+    member.close().await.unwrap();
+
+    // A second group reads everything and commits on the way out.
+    let run = cli(
+        b.addr(),
+        &[
+            "consume", "orders", "--group", "audit", "--exit", "--format", "%p:%o\\n",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 21);
+    assert!(run
+        .stderr
+        .contains("consumed 21 records from orders in group audit"));
+    let run = cli(b.addr(), &["groups", "describe", "audit"], "").await;
+    let lags: Vec<&str> = run
+        .stdout
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().nth(5).unwrap())
+        .collect();
+    assert_eq!(lags, ["0", "0", "0"]);
+
+    // --count stops mid-way; what was not printed is not committed.
+    let run = cli(
+        b.addr(),
+        &[
+            "consume", "orders", "-G", "sampler", "--count", "4", "--format", "%p:%o\\n",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(run.stdout.lines().count(), 4, "{}", run.stderr);
+    let run = cli(b.addr(), &["groups", "lag", "sampler"], "").await;
+    assert!(
+        run.stdout
+            .starts_with("group sampler: Empty, 0 member(s), total lag 17\n"),
+        "{}",
+        run.stdout
+    );
+
+    let run = cli(b.addr(), &["groups", "delete", "audit", "sampler"], "").await;
+    assert_eq!(
+        run.stdout,
+        "Deletion of requested consumer groups ('audit', 'sampler') was successful.\n"
+    );
+    let run = cli(b.addr(), &["groups", "list"], "").await;
+    assert_eq!(run.stdout, "billing\n");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lag_watch_redraws_every_interval_until_interrupted() {
+    let b = broker_with_orders().await;
+    let member = member_with_commits(b.addr(), "billing").await;
+    let addr = b.addr().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        let child = Command::new(env!("CARGO_BIN_EXE_client"))
+            .args(["groups", "lag", "billing", "--watch"])
+            .env("KAFKA_BOOTSTRAP", addr)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(3500));
+        let interrupt = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(interrupt.success());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "Ctrl-C ends the watch cleanly");
+    let tables = stdout.matches("group billing: Stable").count();
+    assert!((2..=5).contains(&tables), "one table a second: {stdout}");
+    // Into a pipe, tables follow each other, no terminal escapes.
+    assert!(!stdout.contains('\x1b'));
+    member.close().await.unwrap();
+    b.shutdown().await;
+}
