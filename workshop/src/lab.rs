@@ -119,6 +119,10 @@ pub enum LabError {
     /// Something the lab relies on did not hold: a bug, not the user's doing.
     #[error("internal error: {0}; this is a bug in the workshop, please report it")]
     Internal(String),
+    /// The broker or cluster failed, or refused what the lab asked (unreachable, a request
+    /// refused, an answer that never came).
+    #[error("{0}")]
+    Broker(String),
     /// Reading or writing the terminal failed.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

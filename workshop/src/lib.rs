@@ -6,6 +6,8 @@
 //!   and how it fails ([`lab::LabError`]).
 //! - [`labs`]: the registry, one line per lab, and the labs themselves (one folder each).
 //! - [`cli`]: the command line, assembled from the registry; options every lab shares.
+//! - [`target`]: the broker a lab runs against: embedded on 127.0.0.1:0, or `--bootstrap`
+//!   (unique names, deleted at the end).
 //! - [`report`]: narration for people (phases, tables, summary, on stderr), and the report for
 //!   machines (one JSON object on stdout, and the verdict as the exit code).
 //!
@@ -24,6 +26,7 @@ pub mod cli;
 pub mod lab;
 pub mod labs;
 pub mod report;
+pub mod target;
 
 use std::ffi::OsString;
 use std::io::Write;

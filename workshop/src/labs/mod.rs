@@ -3,9 +3,13 @@
 //! Adding a lab: a module here (one file or folder) with a type implementing [`crate::lab::Lab`],
 //! and one line in [`LABS`].
 
+pub mod idempotence;
 pub mod rehash;
 
 use crate::lab::LabEntry;
 
 /// Every lab, in the order `workshop list` shows them.
-pub const LABS: &[LabEntry] = &[LabEntry::of::<rehash::Rehash>()];
+pub const LABS: &[LabEntry] = &[
+    LabEntry::of::<rehash::Rehash>(),
+    LabEntry::of::<idempotence::Idempotence>(),
+];

@@ -1,0 +1,276 @@
+//! The lab's figures as the `--json` report carries them, and the verdict drawn from them.
+//! Every number comes from the runs: what the producers were told and what the topics hold.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::copies::LogCount;
+use super::lost_acks::LossRun;
+use super::resize::ResizeRun;
+use super::restart::RestartRun;
+use super::zombie::ZombieRun;
+
+/// One partition of a topic after a phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionRow {
+    pub partition: i32,
+    /// Records the application sent there (each counted once, where its first copy went).
+    pub sent: u64,
+    /// Acknowledgements the producer lost there.
+    pub acks_lost: u64,
+    /// Records the application sent there again (the producer's own retries not counted).
+    pub resent: u64,
+    /// Records read back from it.
+    pub in_log: u64,
+    /// Copies read back whose id this partition already held.
+    pub duplicates: u64,
+    /// Records read back whose id also sits in another partition.
+    pub split: u64,
+}
+
+/// Per-partition tables, one per phase that counts duplicates.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerPartition {
+    pub without_idempotence: Vec<PartitionRow>,
+    pub with_idempotence: Vec<PartitionRow>,
+    pub after_partition_change: Vec<PartitionRow>,
+    pub after_producer_restart: Vec<PartitionRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub seed: u64,
+    pub records_sent: u64,
+    pub partitions: i32,
+    /// Acknowledgements lost in phase 1 (no idempotence).
+    pub acks_lost: u64,
+    pub duplicates_without_idempotence: u64,
+    /// Acknowledgements lost in phase 2: the same ones, so the fix faced the same failure.
+    pub acks_lost_with_idempotence: u64,
+    pub duplicates_with_idempotence: u64,
+    /// With idempotence, acknowledgements the embedded broker dropped (it closes the connection
+    /// after the append) and the duplicates left; null under --bootstrap. Not in the verdict:
+    /// the client-side loss above is the failure every target can show.
+    pub broker_side_acks_dropped: Option<u64>,
+    pub broker_side_duplicates: Option<u64>,
+    pub partitions_after_change: i32,
+    pub resends_after_partition_change: u64,
+    /// The orders re-sent after the change, chosen by the seed (their keys are their ids).
+    pub resent_orders: Vec<String>,
+    pub duplicates_after_partition_change: u64,
+    /// Re-sent orders whose copies sit in two partitions.
+    pub duplicates_in_another_partition: u64,
+    pub producer_restarts: u64,
+    /// Distinct producer ids the relay's instances got.
+    pub producer_ids_after_restarts: u64,
+    pub duplicates_after_producer_restart: u64,
+    pub zombie_fenced: bool,
+    /// The error that stopped the zombie (INVALID_PRODUCER_EPOCH from Kafka 2.7 on).
+    pub zombie_fenced_with: Option<String>,
+    pub zombie_writes_accepted_without_fencing: u64,
+    pub updates_lost_without_fencing: u64,
+    pub zombie_writes_accepted_with_fencing: u64,
+    pub updates_lost_with_fencing: u64,
+    pub per_partition: PerPartition,
+}
+
+/// Everything the phases measured.
+pub struct Runs {
+    pub seed: u64,
+    pub plain: LossRun,
+    pub idempotent: LossRun,
+    /// Phase 2 again with the embedded broker dropping the answers; `None` under --bootstrap.
+    pub broker_side: Option<LossRun>,
+    pub resize: ResizeRun,
+    pub restart: RestartRun,
+    pub unfenced: ZombieRun,
+    pub fenced: ZombieRun,
+}
+
+impl Figures {
+    pub fn new(runs: &Runs) -> Self {
+        let restarts = runs.restart.instances.len().saturating_sub(1) as u64;
+        let ids: BTreeSet<i64> = runs
+            .restart
+            .instances
+            .iter()
+            .map(|i| i.producer.producer_id)
+            .collect();
+        Figures {
+            seed: runs.seed,
+            records_sent: runs.plain.sent.len() as u64,
+            partitions: runs.resize.before,
+            acks_lost: runs.plain.acks_lost,
+            duplicates_without_idempotence: runs.plain.log.duplicates(),
+            acks_lost_with_idempotence: runs.idempotent.acks_lost,
+            duplicates_with_idempotence: runs.idempotent.log.duplicates(),
+            broker_side_acks_dropped: runs.broker_side.as_ref().map(|r| r.acks_lost),
+            broker_side_duplicates: runs.broker_side.as_ref().map(|r| r.log.duplicates()),
+            partitions_after_change: runs.resize.after,
+            resends_after_partition_change: runs.resize.resent.len() as u64,
+            resent_orders: runs.resize.resent.iter().map(|r| r.id.clone()).collect(),
+            duplicates_after_partition_change: runs.resize.log.duplicates(),
+            duplicates_in_another_partition: runs.resize.log.split_ids(),
+            producer_restarts: restarts,
+            producer_ids_after_restarts: ids.len() as u64,
+            duplicates_after_producer_restart: runs.restart.log.duplicates(),
+            zombie_fenced: runs.fenced.zombie_stopped,
+            zombie_fenced_with: runs.fenced.refused_with.clone(),
+            zombie_writes_accepted_without_fencing: runs.unfenced.zombie_accepted(),
+            updates_lost_without_fencing: runs.unfenced.lost_updates(),
+            zombie_writes_accepted_with_fencing: runs.fenced.zombie_accepted(),
+            updates_lost_with_fencing: runs.fenced.lost_updates(),
+            per_partition: PerPartition {
+                without_idempotence: loss_rows(&runs.plain),
+                with_idempotence: loss_rows(&runs.idempotent),
+                after_partition_change: resize_rows(&runs.resize),
+                after_producer_restart: restart_rows(&runs.restart),
+            },
+        }
+    }
+}
+
+/// Per-partition counts the log alone cannot give, from what the application did.
+#[derive(Default)]
+struct Sends {
+    sent: BTreeMap<i32, u64>,
+    lost: BTreeMap<i32, u64>,
+    resent: BTreeMap<i32, u64>,
+}
+
+fn get(counts: &BTreeMap<i32, u64>, partition: i32) -> u64 {
+    counts.get(&partition).copied().unwrap_or(0)
+}
+
+fn rows(log: &LogCount, sends: &Sends) -> Vec<PartitionRow> {
+    let mut split: BTreeMap<i32, u64> = BTreeMap::new();
+    for places in log.places.values() {
+        let partitions: BTreeSet<i32> = places.iter().map(|(p, _)| *p).collect();
+        if partitions.len() > 1 {
+            for (p, _) in places {
+                *split.entry(*p).or_default() += 1;
+            }
+        }
+    }
+    log.partitions
+        .iter()
+        .map(|(&partition, count)| PartitionRow {
+            partition,
+            sent: get(&sends.sent, partition),
+            acks_lost: get(&sends.lost, partition),
+            resent: get(&sends.resent, partition),
+            in_log: count.records,
+            duplicates: count.duplicates,
+            split: get(&split, partition),
+        })
+        .collect()
+}
+
+pub fn loss_rows(run: &LossRun) -> Vec<PartitionRow> {
+    let sends = Sends {
+        sent: run.sent_by_partition(),
+        lost: run.lost_by_partition(),
+        resent: BTreeMap::new(),
+    };
+    rows(&run.log, &sends)
+}
+
+/// Each order counted once where its first copy went; re-sends where they landed.
+pub fn resize_rows(run: &ResizeRun) -> Vec<PartitionRow> {
+    let mut sends = Sends::default();
+    for places in run.log.places.values() {
+        *sends.sent.entry(places[0].0).or_default() += 1;
+    }
+    for resend in &run.resent {
+        *sends.resent.entry(resend.again.partition).or_default() += 1;
+    }
+    rows(&run.log, &sends)
+}
+
+/// Each event counted once; the lost acknowledgement and the next instance's re-send in the
+/// event's partition.
+pub fn restart_rows(run: &RestartRun) -> Vec<PartitionRow> {
+    let mut sends = Sends::default();
+    for places in run.log.places.values() {
+        *sends.sent.entry(places[0].0).or_default() += 1;
+    }
+    for instance in &run.instances {
+        if let Some((_, partition, _)) = &instance.died_on {
+            *sends.lost.entry(*partition).or_default() += 1;
+            *sends.resent.entry(*partition).or_default() += 1;
+        }
+    }
+    rows(&run.log, &sends)
+}
+
+/// Whether the lab showed what it exists to show, with the checks behind the answer.
+pub struct Verdict {
+    pub shown: bool,
+    pub findings: Vec<String>,
+}
+
+/// Each failure must have been caused and measured, and each fix must have removed it while
+/// facing the same failure: a run without lost acknowledgements, a partition change that moved
+/// nothing, or a zombie nobody fenced is not shown.
+pub fn verdict(f: &Figures) -> Verdict {
+    let checks = [
+        (
+            f.acks_lost > 0 && f.duplicates_without_idempotence == f.acks_lost,
+            format!(
+                "without idempotence: {} acknowledgements lost, {} duplicates in the log (must be equal and above 0)",
+                f.acks_lost, f.duplicates_without_idempotence
+            ),
+        ),
+        (
+            f.acks_lost_with_idempotence == f.acks_lost && f.duplicates_with_idempotence == 0,
+            format!(
+                "with idempotence: the same {} acknowledgements lost, {} duplicates (must be 0)",
+                f.acks_lost_with_idempotence, f.duplicates_with_idempotence
+            ),
+        ),
+        (
+            f.duplicates_after_partition_change > 0 && f.duplicates_in_another_partition > 0,
+            format!(
+                "after {} -> {} partitions: {} duplicates, {} of them in another partition than their first copy (both must be above 0)",
+                f.partitions,
+                f.partitions_after_change,
+                f.duplicates_after_partition_change,
+                f.duplicates_in_another_partition
+            ),
+        ),
+        (
+            f.duplicates_after_producer_restart > 0
+                && f.producer_ids_after_restarts == f.producer_restarts + 1,
+            format!(
+                "after {} restarts ({} producer ids): {} duplicates (must be above 0)",
+                f.producer_restarts,
+                f.producer_ids_after_restarts,
+                f.duplicates_after_producer_restart
+            ),
+        ),
+        (
+            f.zombie_writes_accepted_without_fencing > 0 && f.updates_lost_without_fencing > 0,
+            format!(
+                "without fencing: {} writes of the zombie accepted, {} updates of its successor lost (must be above 0)",
+                f.zombie_writes_accepted_without_fencing, f.updates_lost_without_fencing
+            ),
+        ),
+        (
+            f.zombie_fenced && f.zombie_writes_accepted_with_fencing == 0 && f.updates_lost_with_fencing == 0,
+            format!(
+                "with fencing: zombie fenced = {} ({}), {} of its writes accepted, {} updates lost (must be 0)",
+                f.zombie_fenced,
+                f.zombie_fenced_with.as_deref().unwrap_or("no fencing error"),
+                f.zombie_writes_accepted_with_fencing,
+                f.updates_lost_with_fencing
+            ),
+        ),
+    ];
+    let shown = checks.iter().all(|(ok, _)| *ok);
+    let findings = checks
+        .into_iter()
+        .map(|(ok, text)| format!("{} {text}", if ok { "ok:" } else { "NOT:" }))
+        .collect();
+    Verdict { shown, findings }
+}

@@ -1,0 +1,155 @@
+//! Lab `idempotence`: deduplication is per (producer, partition) (LABS.md, "Lab idempotence";
+//! seed 003, sections 5 and 10).
+//!
+//! Phases, each against the real broker (embedded, or `--bootstrap`) through our client:
+//! payments sent while the producer loses acknowledgements, without idempotence and with it;
+//! then where the guarantee ends: an application's re-sends after a real CreatePartitions, a
+//! relay whose restarted instances get new producer ids, and a zombie writer without fencing
+//! and with a transactional id's epoch. Every duplicate is counted by reading the topic back.
+//!
+//! Acknowledgements are lost on the client side ([`client::AckLoss`]), so the lab causes the
+//! failure against any broker, a real Kafka cluster included.
+//!
+//! - `plan`: flags and their checks; `copies`: counting copies in a topic read back;
+//!   `lost_acks`, `resize`, `restart`, `zombie`: the phases; `figures`: the JSON figures and
+//!   the verdict; `story`: the narration.
+
+mod copies;
+mod figures;
+mod lost_acks;
+mod plan;
+mod resize;
+mod restart;
+mod story;
+mod zombie;
+
+use std::time::Duration;
+
+use client::{AckLoss, ProducerConfig, RetryPolicy};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::lab::{Lab, LabContext, LabError};
+use crate::report::LabReport;
+use crate::target::{self, Cluster};
+use figures::{Figures, Runs};
+pub use plan::IdempotenceArgs;
+use plan::Plan;
+
+pub struct Idempotence;
+
+const EXPECTED: &str =
+    "lost acknowledgements duplicate records unless the producer is idempotent; \
+     idempotence only deduplicates a producer's own retries per (producer, partition), so a \
+     partition change or a restarted producer brings duplicates back, and only the epoch fences a \
+     zombie writer";
+
+impl Lab for Idempotence {
+    const NAME: &'static str = "idempotence";
+    const SUMMARY: &'static str =
+        "Lost acks and retries: duplicates, the idempotent producer, and where its dedup ends";
+    type Args = IdempotenceArgs;
+
+    fn run(args: &IdempotenceArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {
+        let plan = Plan::new(args)?;
+        let runtime = target::runtime()?;
+        let cluster = runtime.block_on(Cluster::open(&ctx.target, Self::NAME))?;
+        let runs = runtime.block_on(phases(&cluster, &plan, ctx));
+        // Cleanup happens whatever the phases did, so a failed run leaves nothing on a cluster.
+        runtime.block_on(cluster.close());
+        let runs = runs?;
+        let figures = Figures::new(&runs);
+        let verdict = figures::verdict(&figures);
+        let n = &mut ctx.narrator;
+        n.summary(&story::summary(&figures));
+        let report = LabReport {
+            lab: Self::NAME,
+            expected: EXPECTED.to_string(),
+            shown: verdict.shown,
+            figures: serde_json::to_value(&figures)
+                .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
+        };
+        n.verdict(&report, &verdict.findings);
+        Ok(report)
+    }
+}
+
+async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<Runs, LabError> {
+    let n = &mut ctx.narrator;
+    story::intro(n, Idempotence::NAME, EXPECTED, &cluster.describe());
+    // Every random choice comes from the seed: which acknowledgements are lost (the same ones
+    // in phases 1 and 2), which orders are re-sent, where the relay dies.
+    let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
+    let loss_seed: u64 = rng.gen();
+
+    let records = u64::from(plan.records);
+    story::lost_acks_opening(n, plan, &cluster.name("payments"));
+    let progress = n.progress(records, "sending payments");
+    let plain = lost_acks::run(cluster, plan, false, loss_seed, &progress).await;
+    progress.finish();
+    let plain = plain?;
+    story::lost_acks_evidence(n, &plain, &figures::loss_rows(&plain));
+
+    story::idempotent_opening(n, plan, &cluster.name("payments-idempotent"));
+    let progress = n.progress(records * 2, "sending payments");
+    let idempotent = lost_acks::run(cluster, plan, true, loss_seed, &progress).await;
+    let broker_side = match idempotent {
+        Ok(_) => lost_acks::run_broker_side(cluster, plan, loss_seed, &progress).await,
+        Err(_) => Ok(None),
+    };
+    progress.finish();
+    let (idempotent, broker_side) = (idempotent?, broker_side?);
+    story::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
+    story::broker_side(n, broker_side.as_ref());
+
+    story::resize_opening(n, plan, &cluster.name("orders"));
+    let progress = n.progress(records, "sending orders");
+    let resize = resize::run(cluster, plan, &mut rng, &progress).await;
+    progress.finish();
+    let resize = resize?;
+    story::resize_evidence(n, &resize, &figures::resize_rows(&resize));
+
+    story::restart_opening(n, plan, &cluster.name("events"));
+    let progress = n.progress(records, "relaying events");
+    let restart = restart::run(cluster, plan, &mut rng, &progress).await;
+    progress.finish();
+    let restart = restart?;
+    story::restart_evidence(n, &restart, &figures::restart_rows(&restart));
+
+    story::zombie_opening(n, plan);
+    let unfenced = zombie::run(cluster, plan, false).await?;
+    let fenced = zombie::run(cluster, plan, true).await?;
+    story::zombie_evidence(n, &unfenced, &fenced);
+
+    Ok(Runs {
+        seed: ctx.seed,
+        plain,
+        idempotent,
+        broker_side,
+        resize,
+        restart,
+        unfenced,
+        fenced,
+    })
+}
+
+/// The lab's producers: no linger (each record is its own request, so one lost acknowledgement
+/// is one record), and short backoffs, so that a dozen retries cost milliseconds, not seconds.
+fn producer_config(idempotent: bool, lose_acks: Option<AckLoss>) -> ProducerConfig {
+    ProducerConfig {
+        enable_idempotence: idempotent,
+        linger: Duration::ZERO,
+        retry: RetryPolicy {
+            retries: 10,
+            backoff: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(200),
+        },
+        lose_acks,
+        ..ProducerConfig::default()
+    }
+}
+
+/// A producer error the lab did not cause on purpose, as one line.
+fn send_error(what: &str, err: &client::Error) -> LabError {
+    target::broker_error(what, err)
+}

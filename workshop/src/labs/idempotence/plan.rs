@@ -1,0 +1,109 @@
+//! The lab's flags, checked.
+
+use clap::value_parser;
+
+use crate::lab::LabError;
+
+const MAX_RECORDS: i64 = 100_000;
+const MAX_PARTITIONS: i64 = 1000;
+const MAX_ACCOUNTS: i64 = 1000;
+
+/// `workshop idempotence`: lost acknowledgements, duplicates, and where deduplication ends.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IdempotenceArgs {
+    /// Records per phase: payments (phases 1-2), orders (3), events (4); one request each
+    #[arg(long, value_name = "N", default_value_t = 200,
+          value_parser = value_parser!(u32).range(2..=MAX_RECORDS))]
+    pub records: u32,
+    /// Acknowledgements the producer loses in phases 1 and 2, spread over the records by --seed
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    pub lost_acks: u64,
+    /// Partitions of each topic; phase 3 doubles them
+    #[arg(long, value_name = "P", default_value_t = 3,
+          value_parser = value_parser!(i32).range(1..=MAX_PARTITIONS))]
+    pub partitions: i32,
+    /// Orders the application sends again after the partition change (phase 3)
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    pub resends: u32,
+    /// Producer instances that die with an unacknowledged event (phase 4)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub restarts: u32,
+    /// Accounts that a zombie writer and its successor both write (phase 5)
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = value_parser!(u32).range(1..=MAX_ACCOUNTS))]
+    pub accounts: u32,
+}
+
+/// The flags, checked against each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub records: u32,
+    pub lost_acks: u64,
+    pub partitions: i32,
+    pub resends: u32,
+    pub restarts: u32,
+    pub accounts: u32,
+}
+
+impl Plan {
+    pub fn new(args: &IdempotenceArgs) -> Result<Plan, LabError> {
+        let invalid = |message: String| Err(LabError::InvalidInput(message));
+        if args.lost_acks > u64::from(args.records) {
+            return invalid(format!(
+                "--lost-acks {} is more than the {} records sent: at most one acknowledgement per record is lost",
+                args.lost_acks, args.records
+            ));
+        }
+        if args.resends > args.records {
+            return invalid(format!(
+                "--resends {} is more than the {} orders sent; give at most --resends {}",
+                args.resends, args.records, args.records
+            ));
+        }
+        if args.restarts >= args.records {
+            return invalid(format!(
+                "--restarts {} needs more than {} events (each instance dies after the first one); give at most --restarts {}",
+                args.restarts,
+                args.records,
+                args.records - 1
+            ));
+        }
+        Ok(Plan {
+            records: args.records,
+            lost_acks: args.lost_acks,
+            partitions: args.partitions,
+            resends: args.resends,
+            restarts: args.restarts,
+            accounts: args.accounts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> IdempotenceArgs {
+        IdempotenceArgs {
+            records: 20,
+            lost_acks: 3,
+            partitions: 3,
+            resends: 4,
+            restarts: 2,
+            accounts: 2,
+        }
+    }
+
+    #[test]
+    fn counts_must_fit_in_the_records() {
+        assert!(Plan::new(&args()).is_ok());
+        let too_many = |f: fn(&mut IdempotenceArgs)| {
+            let mut a = args();
+            f(&mut a);
+            Plan::new(&a).unwrap_err().to_string()
+        };
+        assert!(too_many(|a| a.lost_acks = 21).contains("--lost-acks"));
+        assert!(too_many(|a| a.resends = 21).contains("--resends"));
+        assert!(too_many(|a| a.restarts = 20).contains("--restarts 19"));
+    }
+}

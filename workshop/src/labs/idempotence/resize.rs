@@ -1,0 +1,102 @@
+//! Phase 3: where the guarantee ends (1). Orders go out through an idempotent producer, the
+//! topic's partition count is raised with a real CreatePartitions, and the application sends
+//! some orders again: an outbox replay of the orders it could not prove were delivered. The
+//! re-sends go through the partitioner with the new count, so a share of them lands in another
+//! partition than the first copy.
+
+use client::{Producer, ProducerRecord, RecordMetadata};
+use rand::seq::index::sample;
+use rand_chacha::ChaCha8Rng;
+
+use super::copies::LogCount;
+use super::{producer_config, send_error, Plan};
+use crate::lab::LabError;
+use crate::report::Progress;
+use crate::target::Cluster;
+
+/// One order sent twice.
+#[derive(Debug, Clone)]
+pub struct Resend {
+    pub id: String,
+    pub first: RecordMetadata,
+    pub again: RecordMetadata,
+}
+
+impl Resend {
+    pub fn moved(&self) -> bool {
+        self.first.partition != self.again.partition
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ResizeRun {
+    pub before: i32,
+    pub after: i32,
+    pub resent: Vec<Resend>,
+    pub log: LogCount,
+}
+
+pub fn order_id(i: u32) -> String {
+    format!("order-{i:04}")
+}
+
+pub async fn run(
+    cluster: &Cluster,
+    plan: &Plan,
+    rng: &mut ChaCha8Rng,
+    progress: &Progress,
+) -> Result<ResizeRun, LabError> {
+    let (before, after) = (plan.partitions, plan.partitions * 2);
+    let topic = cluster.create_topic("orders", before).await?;
+    let producer = Producer::new(cluster.client().clone(), producer_config(true, None))
+        .map_err(|e| send_error("starting the producer", &e))?;
+    // Keyed by order id: every event of an order goes to the order's partition. All in flight
+    // at once; offsets still follow the send order within each partition.
+    let mut deliveries = Vec::with_capacity(plan.records as usize);
+    for i in 0..plan.records {
+        let id = order_id(i);
+        let record = ProducerRecord::new(&topic).key(&id).value(&id);
+        let delivery = producer.send(record).await;
+        deliveries.push(delivery.map_err(|e| send_error(&format!("sending {id}"), &e))?);
+    }
+    let mut first = Vec::with_capacity(deliveries.len());
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        let sent = delivery.wait().await;
+        first.push(sent.map_err(|e| send_error(&format!("sending order {i}"), &e))?);
+        progress.inc();
+    }
+    cluster.grow_topic(&topic, after).await?;
+    let send = |i: u32| {
+        let (producer, topic) = (&producer, &topic);
+        async move {
+            let id = order_id(i);
+            let record = ProducerRecord::new(topic).key(&id).value(&id);
+            producer
+                .send_and_wait(record)
+                .await
+                .map_err(|e| send_error(&format!("re-sending {id}"), &e))
+        }
+    };
+    let mut chosen: Vec<u32> = sample(rng, plan.records as usize, plan.resends as usize)
+        .into_iter()
+        .map(|i| i as u32)
+        .collect();
+    chosen.sort_unstable();
+    let mut resent = Vec::with_capacity(chosen.len());
+    for i in chosen {
+        let again = send(i).await?;
+        resent.push(Resend {
+            id: order_id(i),
+            first: first[i as usize],
+            again,
+        });
+    }
+    producer.close().await;
+    let log = LogCount::of(&cluster.read_topic(&topic).await?);
+    Ok(ResizeRun {
+        before,
+        after,
+        resent,
+        log,
+    })
+}

@@ -1,0 +1,242 @@
+//! Phase 5: where the guarantee ends (3), and what the epoch buys. Writer A owns some accounts
+//! and writes their balances; it stalls (a long GC pause), ownership moves to writer B, which
+//! reads the balances and books a deposit; then A wakes up, still sure it owns the accounts, and
+//! books a debit on the balance it remembers. The balances topic is read the way a compacted
+//! topic or a materialised view reads it: the last value of each key wins.
+//!
+//! Without fencing, A and B are two producers with different ids and both writes succeed: B's
+//! deposits vanish under A's stale balances. With fencing, both share a transactional id; B's
+//! start bumps the epoch, and A's first write after that is refused with INVALID_PRODUCER_EPOCH,
+//! after which A refuses to send anything at all.
+
+use std::collections::BTreeMap;
+
+use client::{Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
+
+use super::{producer_config, send_error, Plan};
+use crate::lab::LabError;
+use crate::target::Cluster;
+
+/// INVALID_PRODUCER_EPOCH (Kafka 2.7+ on Produce) and PRODUCER_FENCED (older brokers, and
+/// InitProducerId v4+): the answers that mean "a newer instance holds this transactional id".
+const FENCING_CODES: [i16; 2] = [47, 90];
+
+pub const OPENING: i64 = 100;
+pub const DEPOSIT: i64 = 50;
+pub const DEBIT: i64 = 30;
+
+/// One write of a balance and how the broker took it.
+#[derive(Debug, Clone)]
+pub struct Write {
+    pub writer: &'static str,
+    pub producer: ProducerIdAndEpoch,
+    pub account: String,
+    pub balance: i64,
+    /// `Ok((partition, offset))`, or who refused it and why.
+    pub result: Result<(i32, i64), String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ZombieRun {
+    pub fencing: bool,
+    /// Every write in the order it was made.
+    pub writes: Vec<Write>,
+    /// The last balance of each account in the log.
+    pub balances: BTreeMap<String, i64>,
+    /// The fencing error that stopped the zombie, by Kafka's name (INVALID_PRODUCER_EPOCH).
+    pub refused_with: Option<String>,
+    /// Every late write of the zombie was refused: the first by the broker with a fencing error,
+    /// the rest by the stopped producer itself.
+    pub zombie_stopped: bool,
+}
+
+impl ZombieRun {
+    /// Late writes of the zombie that the broker accepted.
+    pub fn zombie_accepted(&self) -> u64 {
+        self.late_zombie_writes()
+            .filter(|w| w.result.is_ok())
+            .count() as u64
+    }
+
+    /// Accounts whose final balance is not the new owner's.
+    pub fn lost_updates(&self) -> u64 {
+        let expected = OPENING + DEPOSIT;
+        self.balances.values().filter(|b| **b != expected).count() as u64
+    }
+
+    fn late_zombie_writes(&self) -> impl Iterator<Item = &Write> {
+        let handover = self.writes.iter().position(|w| w.writer == "B");
+        self.writes
+            .iter()
+            .skip(handover.unwrap_or(self.writes.len()))
+            .filter(|w| w.writer == "A")
+    }
+}
+
+pub fn account(i: u32) -> String {
+    format!("acct-{:02}", i + 1)
+}
+
+fn value(balance: i64, writer: &str) -> String {
+    format!("balance={balance} writer={writer}")
+}
+
+fn balance_of(value: &str) -> Option<i64> {
+    value
+        .strip_prefix("balance=")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
+pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<ZombieRun, LabError> {
+    let topic = cluster
+        .create_topic(
+            if fencing {
+                "balances-fenced"
+            } else {
+                "balances"
+            },
+            plan.partitions,
+        )
+        .await?;
+    // A transactional id is cluster-wide state: unique per run under --bootstrap, like topics.
+    let transactional_id = fencing.then(|| cluster.name("ledger-writer"));
+    let writer = |name: &'static str| {
+        let config = ProducerConfig {
+            transactional_id: transactional_id.clone(),
+            ..producer_config(true, None)
+        };
+        start(cluster, config, name)
+    };
+    let accounts: Vec<String> = (0..plan.accounts).map(account).collect();
+    let mut writes = Vec::new();
+
+    let (a, a_id) = writer("A").await?;
+    for acct in &accounts {
+        writes.push(write(&a, a_id, "A", &topic, acct, OPENING).await);
+    }
+    // A stalls. Ownership moves to B, which starts (bumping the epoch when fenced), reads the
+    // balances and books the deposit.
+    let (b, b_id) = writer("B").await?;
+    let seen = balances(cluster, &topic).await?;
+    for acct in &accounts {
+        let balance = seen.get(acct).copied().unwrap_or(0) + DEPOSIT;
+        writes.push(write(&b, b_id, "B", &topic, acct, balance).await);
+    }
+    // A wakes up and books its debit on the balance it remembers.
+    let mut all_refused = true;
+    for acct in &accounts {
+        let w = write(&a, a_id, "A", &topic, acct, OPENING - DEBIT).await;
+        all_refused &= w.result.is_err();
+        writes.push(w);
+    }
+    let fenced_by = a
+        .fatal_error()
+        .as_ref()
+        .and_then(Error::fatal_cause)
+        .and_then(Error::server)
+        .filter(|e| FENCING_CODES.contains(&e.code))
+        .map(|e| e.name());
+    let zombie_stopped = all_refused && fenced_by.is_some();
+    for producer in [a, b] {
+        producer.close().await;
+    }
+    let balances = balances(cluster, &topic).await?;
+    Ok(ZombieRun {
+        fencing,
+        writes,
+        balances,
+        refused_with: fenced_by,
+        zombie_stopped,
+    })
+}
+
+async fn start(
+    cluster: &Cluster,
+    config: ProducerConfig,
+    name: &str,
+) -> Result<(Producer, ProducerIdAndEpoch), LabError> {
+    let what = format!("starting writer {name}");
+    let producer =
+        Producer::new(cluster.client().clone(), config).map_err(|e| send_error(&what, &e))?;
+    let id = producer
+        .producer_id()
+        .await
+        .map_err(|e| send_error(&what, &e))?
+        .ok_or_else(|| LabError::Internal("an idempotent producer without an id".into()))?;
+    Ok((producer, id))
+}
+
+async fn write(
+    producer: &Producer,
+    id: ProducerIdAndEpoch,
+    writer: &'static str,
+    topic: &str,
+    account: &str,
+    balance: i64,
+) -> Write {
+    let text = value(balance, writer);
+    let record = ProducerRecord::new(topic).key(account).value(&text);
+    let result = match producer.send(record).await {
+        Ok(delivery) => delivery
+            .wait()
+            .await
+            .map(|meta| (meta.partition, meta.offset))
+            .map_err(|e| match e {
+                Error::ProducerFatal(_) => {
+                    format!("REFUSED by the broker: {}; writer-{writer} stops", name(&e))
+                }
+                _ => format!("REFUSED by the broker: {}", name(&e)),
+            }),
+        Err(e) => Err(format!(
+            "refused by writer-{writer} itself: it stopped after {}",
+            name(&e)
+        )),
+    };
+    Write {
+        writer,
+        producer: id,
+        account: account.to_string(),
+        balance,
+        result,
+    }
+}
+
+/// An error as the narration names it: Kafka's name for its code when a broker gave one.
+fn name(e: &Error) -> String {
+    let cause = e.fatal_cause().unwrap_or(e);
+    cause
+        .server()
+        .map_or_else(|| cause.to_string(), |s| s.name())
+}
+
+/// The last balance of each account: each key lives in one partition, so offset order is the
+/// order of its writes.
+async fn balances(cluster: &Cluster, topic: &str) -> Result<BTreeMap<String, i64>, LabError> {
+    let mut last = BTreeMap::new();
+    for records in cluster.read_topic(topic).await?.values() {
+        for record in records {
+            let key = record.key.as_deref().map(String::from_utf8_lossy);
+            let value = record.value.as_deref().map(String::from_utf8_lossy);
+            if let (Some(key), Some(balance)) = (key, value.as_deref().and_then(balance_of)) {
+                last.insert(key.into_owned(), balance);
+            }
+        }
+    }
+    Ok(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balances_round_trip_through_their_text() {
+        assert_eq!(balance_of(&value(150, "B")), Some(150));
+        assert_eq!(balance_of(&value(-3, "A")), Some(-3));
+        assert_eq!(balance_of("nonsense"), None);
+        assert_eq!(account(0), "acct-01");
+    }
+}

@@ -1,0 +1,326 @@
+//! Where a lab's broker comes from, shared by every lab that needs one: an embedded broker
+//! started in-process on 127.0.0.1:0 (the default), or any Kafka-protocol cluster given with
+//! `--bootstrap`, a real Kafka cluster included.
+//!
+//! Against a cluster the lab talks only through public Kafka APIs (our client), and what it
+//! creates gets a unique name: a topic asked for as `payments` becomes `payments-<run id>`, so
+//! runs on a shared cluster never collide, and [`Cluster::close`] deletes it again. On the
+//! embedded broker, which lives only as long as the lab, names stay as asked, which keeps the
+//! narration readable.
+//!
+//! Labs are synchronous ([`crate::lab::Lab::run`]) and the client is async: a lab makes a
+//! [`runtime`], and runs its phases with `block_on`. Cleanup is async too, so a lab ends with
+//!
+//! ```ignore
+//! let cluster = runtime.block_on(Cluster::open(&ctx.target, "idempotence"))?;
+//! let outcome = runtime.block_on(phases(&cluster));
+//! runtime.block_on(cluster.close()); // also after a failed phase
+//! outcome
+//! ```
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use client::{
+    Admin, Client, ClientConfig, Consumer, ConsumerConfig, NewTopic, OffsetReset, OffsetSpec,
+    Record, SeekTo, TopicPartition,
+};
+
+use crate::lab::{LabError, Target};
+
+/// How long a lab waits for a topic to be read to its end, or for a partition change to show.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A tokio runtime for a lab. Two workers: the embedded broker and the lab's clients run side by
+/// side without taking over a shared machine.
+pub fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| LabError::Internal(format!("cannot start a tokio runtime: {e}")))
+}
+
+/// A lab's broker, connected.
+pub struct Cluster {
+    client: Client,
+    admin: Admin,
+    /// Where the broker listens, as given or as bound.
+    addr: String,
+    embedded: Option<broker::Broker>,
+    /// The suffix of every name under `--bootstrap`; `None` on the embedded broker.
+    run_id: Option<String>,
+    /// Topics to delete at the end.
+    created: Mutex<Vec<String>>,
+}
+
+impl Cluster {
+    /// Starts the embedded broker, or connects to the cluster at `--bootstrap`. `lab` names the
+    /// client to the brokers (`workshop-<lab>`), which shows up in their logs.
+    pub async fn open(target: &Target, lab: &str) -> Result<Self, LabError> {
+        let (addr, embedded, run_id) = match target {
+            Target::Embedded => {
+                let config = broker::BrokerConfig {
+                    listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                    ..broker::BrokerConfig::default()
+                };
+                let broker = broker::Broker::start(config).await.map_err(|e| {
+                    LabError::Internal(format!("cannot start the embedded broker: {e}"))
+                })?;
+                (broker.addr().to_string(), Some(broker), None)
+            }
+            Target::Bootstrap(addr) => (addr.clone(), None, Some(run_id())),
+        };
+        let mut config = ClientConfig::new(&addr);
+        config.client_id = format!("workshop-{lab}");
+        let client = Client::connect(config)
+            .await
+            .map_err(|e| unreachable(&addr, &e))?;
+        Ok(Self {
+            admin: Admin::new(client.clone()),
+            client,
+            addr,
+            embedded,
+            run_id,
+            created: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn admin(&self) -> &Admin {
+        &self.admin
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The embedded broker, for what only it offers (fault injection, its counters). A lab
+    /// must work without it: under `--bootstrap` this is `None`.
+    pub fn embedded(&self) -> Option<&broker::Broker> {
+        self.embedded.as_ref()
+    }
+
+    /// One line for the narration: which broker the lab is running against.
+    pub fn describe(&self) -> String {
+        match &self.embedded {
+            Some(_) => format!("the embedded broker on {}", self.addr),
+            None => format!(
+                "the cluster at {} (names suffixed with this run's id)",
+                self.addr
+            ),
+        }
+    }
+
+    /// The name to use for a topic or group the lab calls `base`: `base` itself on the embedded
+    /// broker, `base-<run id>` on a cluster.
+    pub fn name(&self, base: &str) -> String {
+        match &self.run_id {
+            Some(id) => format!("{base}-{id}"),
+            None => base.to_string(),
+        }
+    }
+
+    /// Creates the topic the lab calls `base` (see [`name`](Self::name)); it is deleted by
+    /// [`close`](Self::close). Returns the name used.
+    pub async fn create_topic(&self, base: &str, partitions: i32) -> Result<String, LabError> {
+        let name = self.name(base);
+        self.admin
+            .create_topic(&NewTopic::new(name.clone(), partitions))
+            .await
+            .map_err(|e| broker_error(&format!("creating topic {name}"), &e))?;
+        lock(&self.created).push(name.clone());
+        Ok(name)
+    }
+
+    /// Grows a topic with CreatePartitions and waits until metadata shows the new count, so
+    /// producers on this client route with it from the next record on (a real cluster may take
+    /// a moment to spread the change).
+    pub async fn grow_topic(&self, topic: &str, partitions: i32) -> Result<(), LabError> {
+        let what = format!("growing topic {topic} to {partitions} partitions");
+        self.admin
+            .create_partitions(topic, partitions)
+            .await
+            .map_err(|e| broker_error(&what, &e))?;
+        let shows = async {
+            loop {
+                let info = self.admin.describe_topic(topic).await;
+                match info {
+                    Ok(info) if info.partition_count() >= partitions => return Ok(()),
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    Err(e) => return Err(broker_error(&what, &e)),
+                }
+            }
+        };
+        within(SETTLE_TIMEOUT, &what, shows).await?
+    }
+
+    /// Every record of `topic`, by partition in offset order, read from the log start to the end
+    /// offsets of the moment of the call.
+    pub async fn read_topic(&self, topic: &str) -> Result<BTreeMap<i32, Vec<Record>>, LabError> {
+        let what = format!("reading topic {topic} back");
+        let ends = self
+            .admin
+            .list_offsets(topic, OffsetSpec::Latest)
+            .await
+            .map_err(|e| broker_error(&what, &e))?;
+        let mut consumer = Consumer::new(
+            self.client.with_own_connections(),
+            ConsumerConfig {
+                max_wait: Duration::from_millis(100),
+                auto_offset_reset: OffsetReset::Earliest,
+                ..ConsumerConfig::default()
+            },
+        );
+        consumer.assign(ends.iter().map(|e| TopicPartition::new(topic, e.partition)));
+        consumer
+            .seek_all(SeekTo::Beginning)
+            .map_err(|e| broker_error(&what, &e))?;
+        let mut records: BTreeMap<i32, Vec<Record>> =
+            ends.iter().map(|e| (e.partition, Vec::new())).collect();
+        let read = async {
+            loop {
+                let done = ends.iter().all(|end| {
+                    let tp = TopicPartition::new(topic, end.partition);
+                    consumer.position(&tp).is_some_and(|at| at >= end.offset)
+                });
+                if done {
+                    return Ok::<(), LabError>(());
+                }
+                for part in consumer.poll().await.map_err(|e| broker_error(&what, &e))? {
+                    let into = records.entry(part.partition).or_default();
+                    for record in part.records() {
+                        into.push(record.map_err(|e| broker_error(&what, &e.into()))?);
+                    }
+                }
+            }
+        };
+        within(SETTLE_TIMEOUT, &what, read).await??;
+        // A batch may reach past the end offsets asked for (records produced meanwhile).
+        for (partition, list) in &mut records {
+            if let Some(end) = ends.iter().find(|e| e.partition == *partition) {
+                list.retain(|r| r.offset < end.offset);
+            }
+        }
+        Ok(records)
+    }
+
+    /// Deletes what the lab created and stops the embedded broker. Best effort: a lab that
+    /// reached its verdict keeps it even if cleanup fails, so a failure is only logged.
+    pub async fn close(self) {
+        let names = std::mem::take(&mut *lock(&self.created));
+        // The embedded broker goes away with everything on it; only a cluster needs cleaning.
+        if self.embedded.is_none() && !names.is_empty() {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            if let Err(e) = self.admin.delete_topics(&names).await {
+                tracing::warn!(%e, topics = ?names, "could not delete the lab's topics");
+            }
+        }
+        if let Some(broker) = self.embedded {
+            broker.shutdown().await;
+        }
+    }
+}
+
+/// Runs `work`, or fails with a one-line error naming `what` once `limit` has passed.
+async fn within<T>(
+    limit: Duration,
+    what: &str,
+    work: impl Future<Output = T>,
+) -> Result<T, LabError> {
+    tokio::time::timeout(limit, work).await.map_err(|_| {
+        LabError::Broker(format!(
+            "{what} did not finish within {} s; is the broker overloaded or partitioned?",
+            limit.as_secs()
+        ))
+    })
+}
+
+/// The list stays usable even if a thread panicked while holding it: it is only names.
+fn lock(names: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
+    names
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A suffix no other run shares: the process, the time and a counter, in hex.
+fn run_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}{:x}{n}", std::process::id(), nanos & 0xff_ffff_ffff)
+}
+
+/// A client error while talking to the broker, as one line: what failed, why, what to check.
+pub fn broker_error(what: &str, err: &client::Error) -> LabError {
+    LabError::Broker(format!(
+        "{what} failed: {err}; check that the broker is up and accepts this request"
+    ))
+}
+
+fn unreachable(addr: &str, err: &client::Error) -> LabError {
+    LabError::Broker(format!(
+        "cannot reach a Kafka broker at {addr}: {err}; start one (for example \
+         `broker --listen {addr}`) or leave out --bootstrap to use the embedded broker"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_plain_on_the_embedded_broker_and_unique_on_a_cluster() {
+        let rt = runtime().unwrap();
+        let cluster = rt
+            .block_on(Cluster::open(&Target::Embedded, "test"))
+            .unwrap();
+        assert_eq!(cluster.name("payments"), "payments");
+        assert!(cluster.embedded().is_some());
+        let bootstrap = Target::Bootstrap(cluster.addr().to_string());
+        let remote = rt.block_on(Cluster::open(&bootstrap, "test")).unwrap();
+        let name = remote.name("payments");
+        assert!(name.starts_with("payments-") && name.len() > 10, "{name}");
+        assert_ne!(
+            name,
+            rt.block_on(Cluster::open(&bootstrap, "test"))
+                .unwrap()
+                .name("payments")
+        );
+        protocol::names::validate_topic_name(&name).unwrap();
+
+        // A cluster's topics are deleted at the end; reading and growing work on either.
+        let topic = rt.block_on(remote.create_topic("payments", 2)).unwrap();
+        rt.block_on(remote.grow_topic(&topic, 3)).unwrap();
+        let records = rt.block_on(remote.read_topic(&topic)).unwrap();
+        assert_eq!(records.len(), 3);
+        assert!(records.values().all(Vec::is_empty));
+        rt.block_on(remote.close());
+        let left = rt.block_on(cluster.admin().list_topics()).unwrap();
+        assert!(!left.contains(&topic), "{left:?}");
+        rt.block_on(cluster.close());
+    }
+
+    #[test]
+    fn an_unreachable_cluster_is_one_line_that_says_what_to_do() {
+        let rt = runtime().unwrap();
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let err = match rt.block_on(Cluster::open(&Target::Bootstrap(addr.clone()), "test")) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("connected to a closed port"),
+        };
+        assert!(err.contains(&addr) && err.contains("--bootstrap"), "{err}");
+        assert!(!err.contains('\n'));
+    }
+}

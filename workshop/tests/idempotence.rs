@@ -1,0 +1,262 @@
+//! Lab `idempotence` run in-process as `--json` reports it, on the embedded broker, and once
+//! with `--bootstrap` against a broker binary started separately, as against a real cluster.
+//! The figures are asserted exactly where they are exact: every lost acknowledgement is one
+//! duplicate without idempotence and none with it, every re-send and every restart is one
+//! duplicate, and the partition change moves exactly the keys Kafka's partitioner moves.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use protocol::partitioner::partition_for_key;
+use serde_json::Value;
+use workshop::{LabReport, Outcome, RunError};
+
+fn run(args: &[&str]) -> Result<LabReport, RunError> {
+    let args = ["idempotence", "--check"].iter().chain(args).copied();
+    match workshop::run(args)? {
+        Outcome::Lab { report, .. } => Ok(report),
+        Outcome::List(_) => panic!("a lab run listed the labs"),
+    }
+}
+
+/// The default run, once for all tests that read it.
+fn default_run() -> &'static LabReport {
+    static REPORT: OnceLock<LabReport> = OnceLock::new();
+    REPORT.get_or_init(|| run(&[]).expect("the default run succeeds"))
+}
+
+fn n(f: &Value, key: &str) -> u64 {
+    f[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} is not a count: {}", f[key]))
+}
+
+/// Sums a column of one per-partition table.
+fn column(f: &Value, table: &str, field: &str) -> u64 {
+    f["per_partition"][table]
+        .as_array()
+        .unwrap_or_else(|| panic!("no table {table}"))
+        .iter()
+        .map(|row| row[field].as_u64().unwrap())
+        .sum()
+}
+
+/// Asserts the figures of a run with these settings, exactly.
+fn assert_exact(
+    f: &Value,
+    records: u64,
+    lost: u64,
+    partitions: i32,
+    resends: u64,
+    restarts: u64,
+    accounts: u64,
+) {
+    assert_eq!(n(f, "records_sent"), records);
+    assert_eq!(f["partitions"], partitions);
+    // Phases 1 and 2: the configured losses, each one duplicate without idempotence, none with.
+    assert_eq!(n(f, "acks_lost"), lost);
+    assert_eq!(n(f, "duplicates_without_idempotence"), lost);
+    assert_eq!(n(f, "acks_lost_with_idempotence"), lost);
+    assert_eq!(n(f, "duplicates_with_idempotence"), 0);
+    assert_eq!(column(f, "without_idempotence", "in_log"), records + lost);
+    assert_eq!(column(f, "without_idempotence", "acks_lost"), lost);
+    assert_eq!(column(f, "without_idempotence", "duplicates"), lost);
+    assert_eq!(column(f, "with_idempotence", "in_log"), records);
+    assert_eq!(column(f, "with_idempotence", "sent"), records);
+    // Phase 3: every re-send is a duplicate; those whose key Kafka's partitioner moves from P to
+    // 2P partitions sit in another partition than their first copy.
+    assert_eq!(f["partitions_after_change"], partitions * 2);
+    assert_eq!(n(f, "resends_after_partition_change"), resends);
+    assert_eq!(n(f, "duplicates_after_partition_change"), resends);
+    let resent = f["resent_orders"].as_array().unwrap();
+    assert_eq!(resent.len() as u64, resends);
+    let moved = resent
+        .iter()
+        .map(|id| id.as_str().unwrap().as_bytes())
+        .filter(|key| partition_for_key(key, partitions) != partition_for_key(key, partitions * 2))
+        .count() as u64;
+    assert_eq!(n(f, "duplicates_in_another_partition"), moved);
+    assert_eq!(
+        column(f, "after_partition_change", "in_log"),
+        records + resends
+    );
+    assert_eq!(column(f, "after_partition_change", "split"), 2 * moved);
+    // Phase 4: one duplicate per restart, one new producer id per instance.
+    assert_eq!(n(f, "producer_restarts"), restarts);
+    assert_eq!(n(f, "producer_ids_after_restarts"), restarts + 1);
+    assert_eq!(n(f, "duplicates_after_producer_restart"), restarts);
+    assert_eq!(
+        column(f, "after_producer_restart", "in_log"),
+        records + restarts
+    );
+    // Phase 5: without fencing every late write of the zombie lands and wipes a deposit; with
+    // the epoch none does.
+    assert_eq!(n(f, "zombie_writes_accepted_without_fencing"), accounts);
+    assert_eq!(n(f, "updates_lost_without_fencing"), accounts);
+    assert_eq!(f["zombie_fenced"], true);
+    assert_eq!(f["zombie_fenced_with"], "INVALID_PRODUCER_EPOCH");
+    assert_eq!(n(f, "zombie_writes_accepted_with_fencing"), 0);
+    assert_eq!(n(f, "updates_lost_with_fencing"), 0);
+}
+
+#[test]
+fn the_default_run_shows_every_phenomenon_with_exact_figures() {
+    let report = default_run();
+    assert_eq!(report.lab, "idempotence");
+    assert!(report.shown, "{}", report.figures);
+    assert_eq!(report.exit_code(), 0);
+    let f = &report.figures;
+    assert_eq!(f["seed"], 5);
+    assert_exact(f, 200, 12, 3, 12, 3, 4);
+    assert!(n(f, "duplicates_in_another_partition") > 0);
+    // On the embedded broker, phase 2 once more with the broker dropping the answers itself.
+    assert!(n(f, "broker_side_acks_dropped") > 0);
+    assert_eq!(n(f, "broker_side_duplicates"), 0);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_figures_and_another_seed_other_ones() {
+    let args = ["--records", "60", "--lost-acks", "6", "--resends", "8"];
+    let first = run(&args).unwrap();
+    let again = run(&args).unwrap();
+    assert_eq!(first.figures, again.figures);
+    let other = run(&[&args[..], &["--seed", "6"]].concat()).unwrap();
+    assert_ne!(
+        first.figures["resent_orders"],
+        other.figures["resent_orders"]
+    );
+    assert_ne!(
+        first.figures["per_partition"]["without_idempotence"],
+        other.figures["per_partition"]["without_idempotence"],
+        "other acknowledgements are lost"
+    );
+    // The counts the flags fix stay exact whatever the seed.
+    assert_exact(&other.figures, 60, 6, 3, 8, 3, 4);
+}
+
+#[test]
+fn other_settings_keep_the_figures_exact() {
+    let report = run(&[
+        "--records",
+        "40",
+        "--lost-acks",
+        "5",
+        "--partitions",
+        "4",
+        "--resends",
+        "10",
+        "--restarts",
+        "2",
+        "--accounts",
+        "3",
+    ])
+    .unwrap();
+    assert_exact(&report.figures, 40, 5, 4, 10, 2, 3);
+    assert!(report.shown, "{}", report.figures);
+}
+
+#[test]
+fn without_lost_acknowledgements_the_lab_does_not_pass() {
+    // No failure caused, so nothing shown: the verdict checks that the failure happened.
+    let report = run(&["--records", "30", "--lost-acks", "0", "--resends", "6"]).unwrap();
+    assert!(!report.shown);
+    assert_eq!(report.exit_code(), 1);
+    assert_eq!(report.figures["acks_lost"], 0);
+    assert_eq!(report.figures["duplicates_without_idempotence"], 0);
+}
+
+#[test]
+fn impossible_settings_are_one_line_errors() {
+    for args in [
+        &["--records", "10", "--lost-acks", "11"][..],
+        &["--records", "10", "--resends", "11"],
+        &["--records", "10", "--restarts", "10"],
+        &["--partitions", "0"],
+    ] {
+        let err = run(args).unwrap_err().to_string();
+        assert!(!err.contains('\n'), "{err}");
+    }
+}
+
+/// A broker binary started on 127.0.0.1:0, killed (by its PID) when dropped.
+struct BrokerProcess {
+    child: Child,
+    addr: String,
+}
+
+impl BrokerProcess {
+    fn start() -> Self {
+        let mut child = Command::new(broker_binary())
+            .args(["--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the broker binary starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut first = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .expect("the broker prints its address");
+        // `broker listening on ADDR`: the address is the last word.
+        let addr = first
+            .split_whitespace()
+            .last()
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_string();
+        BrokerProcess { child, addr }
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `target/debug/broker` next to this test's own binary (`target/debug/deps/...`), built
+/// first if this test run did not build it.
+fn broker_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("tests run from target/<profile>/deps");
+    let binary = dir.join(format!("broker{}", std::env::consts::EXE_SUFFIX));
+    if !binary.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "broker", "--bin", "broker"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "cargo build -p broker failed");
+    }
+    binary
+}
+
+#[test]
+fn against_a_separately_started_broker_the_figures_are_the_same() {
+    let broker = BrokerProcess::start();
+    let remote = run(&["--bootstrap", &broker.addr]).expect("the lab runs against the broker");
+    assert!(remote.shown, "{}", remote.figures);
+    // Only public Kafka APIs, unique names, and the same seed: the same figures, except the
+    // embedded broker's own fault injection, which a cluster does not offer.
+    let mut embedded = default_run().figures.clone();
+    for only_embedded in ["broker_side_acks_dropped", "broker_side_duplicates"] {
+        assert_eq!(remote.figures[only_embedded], Value::Null);
+        embedded[only_embedded] = Value::Null;
+    }
+    assert_eq!(remote.figures, embedded);
+
+    // Everything the lab created is gone again.
+    let topics = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = client::Client::connect(client::ClientConfig::new(&broker.addr))
+            .await
+            .unwrap();
+        client::Admin::new(client).list_topics().await.unwrap()
+    });
+    assert!(topics.is_empty(), "left behind: {topics:?}");
+}
