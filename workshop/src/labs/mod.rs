@@ -4,6 +4,7 @@
 //! and one line in [`LABS`].
 
 pub mod idempotence;
+pub mod partitions;
 pub mod rehash;
 
 use crate::lab::LabEntry;
@@ -11,5 +12,6 @@ use crate::lab::LabEntry;
 /// Every lab, in the order `workshop list` shows them.
 pub const LABS: &[LabEntry] = &[
     LabEntry::of::<rehash::Rehash>(),
+    LabEntry::of::<partitions::Partitions>(),
     LabEntry::of::<idempotence::Idempotence>(),
 ];

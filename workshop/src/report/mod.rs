@@ -1,11 +1,14 @@
-//! What a lab tells: narration for people ([`Narrator`], [`Table`]) and the report for machines
+//! What a lab tells: narration for people ([`Narrator`], [`Table`], per-partition lag in
+//! kafka-consumer-groups.sh's columns with [`lag_table`]) and the report for machines
 //! ([`LabReport`]: one JSON object, and the verdict as the exit code).
 
+mod lag;
 mod narrator;
 mod table;
 
 use serde::Serialize;
 
+pub use lag::{lag_table, max_and_average, LagRow};
 pub use narrator::{Narrator, Phase, Progress, Summary};
 pub use table::{Align, Table};
 
@@ -52,6 +55,33 @@ pub fn percent(fraction: f64) -> String {
     format!("{:.1} %", fraction * 100.0)
 }
 
+/// A bar of `width` cells for `value` on a scale from 0 to `max`, for tables of per-partition
+/// figures; any value above zero gets at least a sliver, so "small" and "none" look different.
+pub fn bar(value: u64, max: u64, width: usize) -> String {
+    if max == 0 || value == 0 {
+        return String::new();
+    }
+    let cells = (u128::from(value.min(max)) * width as u128 / u128::from(max)) as usize;
+    if cells == 0 {
+        "\u{258f}".to_string()
+    } else {
+        "\u{2588}".repeat(cells)
+    }
+}
+
+/// A count with thousands separators for narration: `1234567` is `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +108,14 @@ mod tests {
         assert_eq!(round(0.123456789, 4), 0.1235);
         assert_eq!(percent(0.2), "20.0 %");
         assert_eq!(percent(10.0 / 11.0), "90.9 %");
+        assert_eq!(bar(0, 10, 10), "");
+        assert_eq!(bar(5, 0, 10), "");
+        assert_eq!(bar(5, 10, 10).chars().count(), 5);
+        assert_eq!(bar(20, 10, 10).chars().count(), 10);
+        assert_eq!(bar(1, 1_000_000, 10), "\u{258f}");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

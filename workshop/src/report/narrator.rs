@@ -176,6 +176,29 @@ impl Narrator {
         }
     }
 
+    /// A block of lines redrawn in place as it changes (a live table), drawn only on a
+    /// terminal; elsewhere the lab prints the final state with [`Narrator::table`].
+    pub fn live(&self) -> Progress {
+        match &self.sink {
+            Some(sink) if sink.terminal => {
+                let bar = indicatif::ProgressBar::with_draw_target(
+                    None,
+                    indicatif::ProgressDrawTarget::stderr(),
+                );
+                if let Ok(style) = indicatif::ProgressStyle::with_template("{msg}") {
+                    bar.set_style(style);
+                }
+                Progress(Some(bar))
+            }
+            _ => Progress(None),
+        }
+    }
+
+    /// Whether [`Narrator::live`] draws anything: a lab can skip building what nobody sees.
+    pub fn is_live(&self) -> bool {
+        self.sink.as_ref().is_some_and(|sink| sink.terminal)
+    }
+
     /// The closing summary: what happened, why, what an engineer can do.
     pub fn summary(&mut self, summary: &Summary) {
         if self.sink.is_none() {
@@ -255,6 +278,12 @@ impl Progress {
     pub fn inc(&self) {
         if let Some(bar) = &self.0 {
             bar.inc(1);
+        }
+    }
+
+    pub fn inc_by(&self, n: u64) {
+        if let Some(bar) = &self.0 {
+            bar.inc(n);
         }
     }
 
@@ -378,5 +407,7 @@ mod tests {
         assert!(n.is_quiet());
         tell(&mut n);
         n.progress(3, "work").finish();
+        assert!(!n.is_live());
+        n.live().finish();
     }
 }

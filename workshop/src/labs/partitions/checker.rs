@@ -1,0 +1,366 @@
+//! An ordering checker: per key, versions must arrive in order. Library code, for labs and for
+//! tests that want to know whether a consumer setup keeps per-key order.
+//!
+//! Feed it what producers wrote ([`OrderingChecker::written`], from the acknowledgements: where
+//! each version of each key landed), the partition layouts they routed by
+//! ([`OrderingChecker::layout`], in the order they came into force), and what consumers handed
+//! on ([`OrderingChecker::arrived`]). A version that arrives while a lower version of its key
+//! has not is a [`Violation`]: it names the key, where the early version was read, where the
+//! overtaken version was written, and the layout change that sent the two to different
+//! partitions.
+//!
+//! ```
+//! use workshop::labs::partitions::checker::{OrderingChecker, Position};
+//! let mut checker = OrderingChecker::new();
+//! checker.layout("orders", 12);
+//! checker.written("order-8842", 1, Position::new("orders", 4, 113));
+//! checker.layout("orders", 24);
+//! let violation = checker
+//!     .arrived("order-8842", 7, Position::new("orders", 16, 0))
+//!     .expect("version 7 before version 1");
+//! assert_eq!(violation.expected_version, 1);
+//! let change = violation.change.as_ref().unwrap();
+//! assert_eq!((change.partition_before, change.partition_after), (4, 16));
+//! assert!(checker.arrived("order-8842", 1, Position::new("orders", 4, 113)).is_none());
+//! ```
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+use protocol::partitioner::partition_for_key;
+use serde::Serialize;
+
+/// Where a record sits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Position {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+impl Position {
+    pub fn new(topic: impl Into<String>, partition: i32, offset: i64) -> Self {
+        Position {
+            topic: topic.into(),
+            partition,
+            offset,
+        }
+    }
+}
+
+impl fmt::Display for Position {
+    /// `orders-4@113`: Kafka's `topic-partition` name, then the offset.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}@{}", self.topic, self.partition, self.offset)
+    }
+}
+
+/// A topic and its partition count: what keyed producers route by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Layout {
+    pub topic: String,
+    pub partitions: i32,
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} with {} partitions", self.topic, self.partitions)
+    }
+}
+
+/// The change of layout that sent a key somewhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LayoutChange {
+    pub from: Layout,
+    pub to: Layout,
+    /// The key's partition under `from`, by Kafka's partitioner.
+    pub partition_before: i32,
+    /// The key's partition under `to`.
+    pub partition_after: i32,
+}
+
+impl fmt::Display for LayoutChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.from.topic == self.to.topic {
+            write!(
+                f,
+                "{} went from {} to {} partitions",
+                self.from.topic, self.from.partitions, self.to.partitions
+            )
+        } else {
+            write!(f, "routing moved from {} to {}", self.from, self.to)
+        }
+    }
+}
+
+/// A version that arrived before a lower version of the same key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub key: String,
+    /// The version that arrived early, and where it was read.
+    pub arrived_version: u32,
+    pub arrived_at: Position,
+    /// The lowest version of the key that had not arrived yet.
+    pub expected_version: u32,
+    /// Where that version was written, if the checker was told.
+    pub expected_at: Option<Position>,
+    /// The layout change that put the two versions in different partitions, when one explains it.
+    pub change: Option<LayoutChange>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: version {} read from {} before version {}",
+            self.key, self.arrived_version, self.arrived_at, self.expected_version
+        )?;
+        if let Some(at) = &self.expected_at {
+            write!(f, ", written to {at}")?;
+        }
+        if let Some(change) = &self.change {
+            write!(
+                f,
+                "; {change}, which moved {} from partition {} to {}",
+                self.key, change.partition_before, change.partition_after
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What has arrived of one key: everything below `next`, and the versions in `ahead`.
+#[derive(Debug)]
+struct KeyState {
+    next: u32,
+    ahead: BTreeSet<u32>,
+}
+
+impl Default for KeyState {
+    fn default() -> Self {
+        // Every key's first version is 1.
+        KeyState {
+            next: 1,
+            ahead: BTreeSet::new(),
+        }
+    }
+}
+
+/// Checks that, per key, versions arrive in order. Versions of every key start at 1.
+#[derive(Debug, Default)]
+pub struct OrderingChecker {
+    keys: HashMap<String, KeyState>,
+    written: HashMap<(String, u32), Position>,
+    layouts: Vec<Layout>,
+    violations: Vec<Violation>,
+    duplicates: u64,
+    arrivals: u64,
+}
+
+impl OrderingChecker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Producers route by this layout from now on. A repeat of the current layout, or a count
+    /// below 1 (no partitioner can use it), is ignored.
+    pub fn layout(&mut self, topic: &str, partitions: i32) {
+        let layout = Layout {
+            topic: topic.to_string(),
+            partitions,
+        };
+        if partitions >= 1 && self.layouts.last() != Some(&layout) {
+            self.layouts.push(layout);
+        }
+    }
+
+    /// The layouts recorded, oldest first.
+    pub fn layouts(&self) -> &[Layout] {
+        &self.layouts
+    }
+
+    /// A producer's acknowledgement: `version` of `key` was written at `at`.
+    pub fn written(&mut self, key: &str, version: u32, at: Position) {
+        self.written.insert((key.to_string(), version), at);
+    }
+
+    /// A consumer handed on `version` of `key`, read at `at`. Returns the violation when the
+    /// version came before a lower one. A version that arrives a second time is counted as a
+    /// duplicate (at-least-once delivery), not as an ordering violation.
+    pub fn arrived(&mut self, key: &str, version: u32, at: Position) -> Option<&Violation> {
+        self.arrivals += 1;
+        let state = self.keys.entry(key.to_string()).or_default();
+        if version < state.next || state.ahead.contains(&version) {
+            self.duplicates += 1;
+            return None;
+        }
+        if version == state.next {
+            state.next += 1;
+            while state.ahead.remove(&state.next) {
+                state.next += 1;
+            }
+            return None;
+        }
+        state.ahead.insert(version);
+        let expected_version = state.next;
+        let expected_at = self
+            .written
+            .get(&(key.to_string(), expected_version))
+            .cloned();
+        let change = expected_at
+            .as_ref()
+            .and_then(|before| self.explain(key, before, &at));
+        self.violations.push(Violation {
+            key: key.to_string(),
+            arrived_version: version,
+            arrived_at: at,
+            expected_version,
+            expected_at,
+            change,
+        });
+        self.violations.last()
+    }
+
+    /// Every violation, in the order they happened.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// How many distinct keys saw at least one violation.
+    pub fn keys_out_of_order(&self) -> usize {
+        let keys: BTreeSet<&str> = self.violations.iter().map(|v| v.key.as_str()).collect();
+        keys.len()
+    }
+
+    /// Versions that arrived more than once.
+    pub fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+
+    /// Everything handed on, duplicates included.
+    pub fn arrivals(&self) -> u64 {
+        self.arrivals
+    }
+
+    /// Keys with a version written but not yet arrived: after a full drain, none.
+    pub fn missing(&self) -> usize {
+        self.written
+            .keys()
+            .filter(|(key, version)| {
+                self.keys
+                    .get(key)
+                    .is_none_or(|s| *version >= s.next && !s.ahead.contains(version))
+            })
+            .count()
+    }
+
+    /// The first layout change under which the key went from `before`'s partition to `after`'s.
+    fn explain(&self, key: &str, before: &Position, after: &Position) -> Option<LayoutChange> {
+        if before.topic == after.topic && before.partition == after.partition {
+            return None;
+        }
+        let route = |layout: &Layout| partition_for_key(key.as_bytes(), layout.partitions);
+        self.layouts.iter().enumerate().find_map(|(i, from)| {
+            let partition_before = route(from);
+            if from.topic != before.topic || partition_before != before.partition {
+                return None;
+            }
+            self.layouts[i + 1..].iter().find_map(|to| {
+                let partition_after = route(to);
+                (to.topic == after.topic && partition_after == after.partition).then(|| {
+                    LayoutChange {
+                        from: from.clone(),
+                        to: to.clone(),
+                        partition_before,
+                        partition_after,
+                    }
+                })
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(topic: &str, partition: i32, offset: i64) -> Position {
+        Position::new(topic, partition, offset)
+    }
+
+    #[test]
+    fn in_order_arrivals_are_fine_across_keys_and_partitions() {
+        let mut c = OrderingChecker::new();
+        for v in 1..=7 {
+            assert!(c.arrived("a", v, at("t", 0, i64::from(v))).is_none());
+            assert!(c.arrived("b", v, at("t", 1, i64::from(v))).is_none());
+        }
+        assert!(c.violations().is_empty());
+        assert_eq!((c.arrivals(), c.duplicates()), (14, 0));
+    }
+
+    #[test]
+    fn a_version_ahead_of_its_predecessor_is_one_violation_and_the_rest_catches_up() {
+        let mut c = OrderingChecker::new();
+        c.layout("orders", 12);
+        for v in 1..=6 {
+            c.written("order-8842", v, at("orders", 4, 100 + i64::from(v)));
+        }
+        c.layout("orders", 24);
+        c.written("order-8842", 7, at("orders", 16, 0));
+        let v = c
+            .arrived("order-8842", 7, at("orders", 16, 0))
+            .unwrap()
+            .clone();
+        assert_eq!((v.arrived_version, v.expected_version), (7, 1));
+        assert_eq!(v.expected_at, Some(at("orders", 4, 101)));
+        let change = v.change.clone().unwrap();
+        assert_eq!((change.from.partitions, change.to.partitions), (12, 24));
+        assert_eq!(
+            v.to_string(),
+            "order-8842: version 7 read from orders-16@0 before version 1, written to orders-4@101; \
+             orders went from 12 to 24 partitions, which moved order-8842 from partition 4 to 16"
+        );
+        // The overtaken versions then arrive in order: no further violation for this key.
+        for v in 1..=6 {
+            assert!(c
+                .arrived("order-8842", v, at("orders", 4, 100 + i64::from(v)))
+                .is_none());
+        }
+        assert_eq!((c.violations().len(), c.keys_out_of_order()), (1, 1));
+        assert_eq!(c.missing(), 0);
+        // Version 7 again is a duplicate, not a violation.
+        assert!(c.arrived("order-8842", 7, at("orders", 16, 0)).is_none());
+        assert_eq!(c.duplicates(), 1);
+    }
+
+    #[test]
+    fn a_topic_switch_is_a_layout_change_too() {
+        let mut c = OrderingChecker::new();
+        c.layout("orders", 12);
+        c.written("order-8842", 1, at("orders", 4, 9));
+        c.layout("orders-v2", 24);
+        let v = c.arrived("order-8842", 2, at("orders-v2", 16, 0)).unwrap();
+        assert_eq!(
+            v.change.as_ref().map(ToString::to_string).as_deref(),
+            Some("routing moved from orders with 12 partitions to orders-v2 with 24 partitions")
+        );
+    }
+
+    #[test]
+    fn without_a_matching_layout_or_a_written_position_nothing_is_blamed() {
+        let mut c = OrderingChecker::new();
+        c.layout("orders", 0);
+        assert!(
+            c.layouts().is_empty(),
+            "no partitioner routes over zero partitions"
+        );
+        let v = c.arrived("k", 3, at("orders", 1, 0)).unwrap();
+        assert_eq!((v.expected_at.clone(), v.change.clone()), (None, None));
+        c.written("k", 1, at("orders", 1, 5));
+        // Same partition: a layout change cannot be the cause.
+        let v = c.arrived("k", 2, at("orders", 1, 6)).unwrap();
+        assert!(v.change.is_none());
+        assert_eq!(c.missing(), 1);
+    }
+}

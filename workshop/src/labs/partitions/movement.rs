@@ -1,0 +1,134 @@
+//! Which keys change partition when a topic's partition count changes, by Kafka's own
+//! partitioner (`protocol::partitioner`, the function the producer and `client partition` use,
+//! so the three always agree).
+//!
+//! Going from P to 2P, a key keeps its partition iff `h % 2P < P`: about half of all keys move.
+//! Going from N to N+1, about N/(N+1) move. A key that moves has its old records in one
+//! partition and its new ones in another, read by different consumers at their own pace.
+
+use protocol::partitioner::partition_for_key;
+use serde::Serialize;
+
+/// Keys counted over one change of partition count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Movement {
+    pub from: i32,
+    pub to: i32,
+    pub keys_total: usize,
+    pub keys_moved: usize,
+}
+
+impl Movement {
+    /// Counts the keys whose partition differs between `from` and `to` partitions. Counts below
+    /// 1 are refused (the partitioner divides by them).
+    pub fn count<K: AsRef<[u8]>>(
+        keys: impl IntoIterator<Item = K>,
+        from: i32,
+        to: i32,
+    ) -> Result<Self, String> {
+        if from < 1 || to < 1 {
+            return Err(format!(
+                "partition counts must be at least 1, not {from} and {to}"
+            ));
+        }
+        let mut movement = Movement {
+            from,
+            to,
+            keys_total: 0,
+            keys_moved: 0,
+        };
+        for key in keys {
+            movement.keys_total += 1;
+            let key = key.as_ref();
+            if partition_for_key(key, from) != partition_for_key(key, to) {
+                movement.keys_moved += 1;
+            }
+        }
+        Ok(movement)
+    }
+
+    pub fn moved_fraction(&self) -> f64 {
+        if self.keys_total == 0 {
+            0.0
+        } else {
+            self.keys_moved as f64 / self.keys_total as f64
+        }
+    }
+
+    /// The share of keys expected to move when hashes are spread uniformly: over a full cycle
+    /// of lcm(from, to) hash values, the share with `h % from != h % to`. `None` for counts
+    /// below 1, or when the cycle is too long to walk (over a million values).
+    pub fn expected_fraction(from: i32, to: i32) -> Option<f64> {
+        if from < 1 || to < 1 {
+            return None;
+        }
+        let (from, to) = (i64::from(from), i64::from(to));
+        let cycle = from / gcd(from, to) * to;
+        if cycle > 1_000_000 {
+            return None;
+        }
+        let kept = (0..cycle).filter(|h| h % from == h % to).count();
+        Some(1.0 - kept as f64 / cycle as f64)
+    }
+}
+
+/// The partition of `key` under `from` and under `to` partitions (both at least 1).
+pub fn partitions_of(key: &str, from: i32, to: i32) -> Option<(i32, i32)> {
+    (from >= 1 && to >= 1).then(|| {
+        (
+            partition_for_key(key.as_bytes(), from),
+            partition_for_key(key.as_bytes(), to),
+        )
+    })
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::partitioner::{murmur2_i32, to_positive};
+
+    #[test]
+    fn the_seeds_key_moves_from_4_to_16() {
+        // The same figures `client partition order-8842 --partitions 12 --to 24` prints.
+        assert_eq!(partitions_of("order-8842", 12, 24), Some((4, 16)));
+        assert_eq!(partitions_of("order-8842", 0, 24), None);
+    }
+
+    #[test]
+    fn doubling_moves_a_key_iff_its_hash_mod_2p_is_at_least_p() {
+        let keys: Vec<String> = (8000..10_000).map(|i| format!("order-{i}")).collect();
+        let m = Movement::count(&keys, 12, 24).unwrap();
+        let by_hash = keys
+            .iter()
+            .filter(|k| to_positive(murmur2_i32(k.as_bytes())) % 24 >= 12)
+            .count();
+        assert_eq!((m.keys_total, m.keys_moved), (2000, by_hash));
+        assert!((0.45..0.55).contains(&m.moved_fraction()), "{m:?}");
+        assert_eq!(Movement::expected_fraction(12, 24), Some(0.5));
+    }
+
+    #[test]
+    fn n_to_n_plus_one_moves_most_keys() {
+        let expected = |a, b| Movement::expected_fraction(a, b).unwrap();
+        assert!((expected(4, 5) - 0.8).abs() < 1e-12);
+        assert!((expected(10, 11) - 10.0 / 11.0).abs() < 1e-12);
+        assert_eq!(expected(12, 12), 0.0);
+        assert_eq!(Movement::expected_fraction(0, 12), None);
+    }
+
+    #[test]
+    fn bad_counts_are_errors() {
+        assert!(Movement::count(["a"], 0, 24).is_err());
+        assert!(Movement::count(["a"], 12, -1).is_err());
+        let none: [&str; 0] = [];
+        assert_eq!(Movement::count(none, 12, 24).unwrap().moved_fraction(), 0.0);
+    }
+}

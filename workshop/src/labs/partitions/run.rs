@@ -1,0 +1,502 @@
+//! One scenario, end to end, through a real broker: the shop's producer writes the traffic, a
+//! real consumer group reads it, the lab applies what the members fetched to the aggregate store
+//! round by round ([`super::pace`]), and the ordering checker watches every arrival.
+//!
+//! What changes halfway is the scenario ([`Change`]): a real CreatePartitions on the live topic
+//! (the failure), nothing at all on a topic provisioned big enough (fix 1), or a migration to a
+//! new topic: block the producers, drain the old topic to lag 0, switch producers and consumers
+//! with a routing version (fix 2).
+//!
+//! The producer's and the members' metadata are refreshed by their own clients' policy, as in
+//! any Kafka application: the lab never tells them that the topic grew.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use client::{Client, ClientConfig, Producer, ProducerConfig, ProducerRecord};
+
+use super::checker::{OrderingChecker, Position, Violation};
+use super::events::{OrderEvent, LAST_VERSION, ROUTING_HEADER};
+use super::group::{Delivery, Group};
+use super::lag;
+use super::pace::{self, PartitionId};
+use super::plan::Plan;
+use super::store::{AggregateStore, LogLine};
+use super::traffic::{Traffic, FEATURED_ORDER};
+use crate::lab::LabError;
+use crate::report::{LagRow, Progress};
+use crate::target::{broker_error, Cluster};
+
+/// How long the lab waits for the group to settle after a change (a rebalance, a new topic).
+/// Kafka's own rebalance timeout defaults to the poll interval, 5 minutes; the lab gives up well
+/// before, since against the embedded broker a rebalance takes milliseconds.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where a run happens: the cluster (and the operator's admin client on it), and the settings
+/// of the order service's own clients, whose `metadata_max_age` is how soon its producer and
+/// its members see a change.
+pub struct Env<'c> {
+    pub cluster: &'c Cluster,
+    pub service: ClientConfig,
+}
+
+/// What happens when half the traffic has been produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The failure: the operator raises the live topic's partition count (CreatePartitions).
+    Grow { to: i32 },
+    /// Fix 1: the topic was created with enough partitions; nothing needs to change.
+    Nothing,
+    /// Fix 2: a new topic; block the producers, drain the old topic, switch with a new version.
+    Migrate { topic: String, partitions: i32 },
+}
+
+/// One scenario. Names are the lab's (`orders`); the cluster makes them unique under
+/// `--bootstrap` (see [`Cluster::name`]).
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub topic: String,
+    pub partitions: i32,
+    pub group: String,
+    pub change: Change,
+}
+
+/// Where producers send, and under which version (seeds 001 and 004: routing is versioned
+/// state, and a switch is a new version, never an edit in place).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Routing {
+    version: u32,
+    topic: String,
+    /// Producers hold their events while the old topic drains.
+    blocked: bool,
+}
+
+/// A violation as the lab saw it: the checker's finding, the store's line, the round.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub violation: Violation,
+    pub line: String,
+    pub round: u32,
+}
+
+/// The migration's price and its proof.
+#[derive(Debug, Clone)]
+pub struct Migration {
+    pub topic: String,
+    pub partitions: i32,
+    pub routing_version: u32,
+    /// Rounds the producers were blocked while the old topic drained.
+    pub blocked_rounds: u32,
+    /// Events the shop produced meanwhile, held and sent after the switch.
+    pub held_events: usize,
+    /// The old topic's lag per partition when the switch happened: 0 everywhere.
+    pub old_topic_lag: Vec<LagRow>,
+}
+
+/// What one scenario measured.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub spec: Spec,
+    pub rounds: u32,
+    pub seen: Vec<Seen>,
+    pub keys_out_of_order: usize,
+    pub duplicates: u64,
+    pub rejected: u64,
+    /// Orders that did not end cancelled: each lost an event to a rejection.
+    pub incomplete: Vec<u32>,
+    /// Where each version of order 8842 was written (index: version - 1).
+    pub featured_written: Vec<Option<Position>>,
+    /// The store's lines about order 8842.
+    pub featured_log: Vec<LogLine>,
+    /// The topic's lag per partition just before the change.
+    pub lag_at_change: Vec<LagRow>,
+    /// The lag of every partition consumed, at the end: 0 everywhere after the drain.
+    pub lag_at_end: Vec<LagRow>,
+    pub migration: Option<Migration>,
+    /// Records refused because their routing version was older than the one in force.
+    pub fenced: u64,
+    /// Records that were not order events.
+    pub undecodable: u64,
+}
+
+/// A scenario in progress.
+pub struct Run<'a> {
+    env: &'a Env<'a>,
+    plan: &'a Plan,
+    spec: Spec,
+    traffic: &'a Traffic,
+    /// The next event of `traffic` to produce.
+    next: usize,
+    producer: Producer,
+    group: Group,
+    routing: Routing,
+    /// The topic the group reads and its partition count as the lab last settled it.
+    consumed: (String, i32),
+    checker: OrderingChecker,
+    store: AggregateStore,
+    applied: BTreeMap<PartitionId, i64>,
+    log_end: BTreeMap<PartitionId, i64>,
+    round: u32,
+    seen: Vec<Seen>,
+    featured_written: Vec<Option<Position>>,
+    lag_at_change: Vec<LagRow>,
+    migration: Option<Migration>,
+    assignment_after: Vec<(String, Vec<i32>)>,
+    fenced: u64,
+    undecodable: u64,
+}
+
+impl<'a> Run<'a> {
+    /// Creates the topic, starts the group and waits until it owns every partition.
+    pub async fn start(
+        env: &'a Env<'a>,
+        plan: &'a Plan,
+        mut spec: Spec,
+        traffic: &'a Traffic,
+    ) -> Result<Run<'a>, LabError> {
+        spec.topic = env
+            .cluster
+            .create_topic(&spec.topic, spec.partitions)
+            .await?;
+        spec.group = env.cluster.name(&spec.group);
+        let mut producer_client = env.service.clone();
+        producer_client.client_id = format!("{}-producer", env.service.client_id);
+        let producer_client = Client::connect(producer_client)
+            .await
+            .map_err(|e| broker_error("connecting the producer", &e))?;
+        let producer = Producer::new(producer_client, producer_config())
+            .map_err(|e| broker_error("starting the producer", &e))?;
+        let group = Group::join(&env.service, &spec.group, &spec.topic, plan.members).await?;
+        group
+            .settled(&spec.topic, spec.partitions, SETTLE_TIMEOUT)
+            .await?;
+        let mut checker = OrderingChecker::new();
+        checker.layout(&spec.topic, spec.partitions);
+        Ok(Run {
+            env,
+            plan,
+            routing: Routing {
+                version: 1,
+                topic: spec.topic.clone(),
+                blocked: false,
+            },
+            consumed: (spec.topic.clone(), spec.partitions),
+            spec,
+            traffic,
+            next: 0,
+            producer,
+            group,
+            checker,
+            store: AggregateStore::new(),
+            applied: BTreeMap::new(),
+            log_end: BTreeMap::new(),
+            round: 0,
+            seen: Vec::new(),
+            featured_written: vec![None; LAST_VERSION as usize],
+            lag_at_change: Vec::new(),
+            migration: None,
+            assignment_after: Vec::new(),
+            fenced: 0,
+            undecodable: 0,
+        })
+    }
+
+    /// Rounds of the first half of the traffic: each round the shop produces `rate` events and
+    /// the group applies what its capacity allows. Returns the topic's lag per partition at the end.
+    pub async fn until_change(&mut self, progress: &Progress) -> Result<&[LagRow], LabError> {
+        while self.next < self.traffic.change_at {
+            let end = (self.next + self.plan.rate as usize).min(self.traffic.change_at);
+            self.produce_next(end).await?;
+            self.round(progress).await?;
+        }
+        self.lag_at_change = self.lag(&self.consumed.0.clone()).await?;
+        Ok(&self.lag_at_change)
+    }
+
+    /// The change, then the first event after it (order 8842's cancellation) and one round.
+    pub async fn change(&mut self, progress: &Progress) -> Result<(), LabError> {
+        let featured = self.traffic.change_at + 1;
+        match self.spec.change.clone() {
+            Change::Nothing => {
+                self.produce_next(featured).await?;
+            }
+            Change::Grow { to } => {
+                // The operator's tool, on its own client: the service is not told.
+                self.env.cluster.grow_topic(&self.spec.topic, to).await?;
+                // The producer's metadata goes stale after metadata.max.age.ms and the next send
+                // refreshes it, as Kafka's producer does.
+                tokio::time::sleep(self.env.service.metadata_max_age).await;
+                self.checker.layout(&self.spec.topic, to);
+                self.produce_next(featured).await?;
+                // The members notice the new partitions on their own metadata refresh and
+                // rejoin; the lab waits for the group to own all of them before the next round.
+                let topic = self.spec.topic.clone();
+                self.assignment_after = self.group.settled(&topic, to, SETTLE_TIMEOUT).await?;
+                self.consumed.1 = to;
+            }
+            Change::Migrate { topic, partitions } => {
+                return self.migrate(&topic, partitions, progress).await;
+            }
+        }
+        self.round(progress).await
+    }
+
+    /// The rest of the traffic, then rounds until every record is applied.
+    pub async fn after_change(&mut self, progress: &Progress) -> Result<(), LabError> {
+        while self.next < self.traffic.events.len() {
+            let end = (self.next + self.plan.rate as usize).min(self.traffic.events.len());
+            self.produce_next(end).await?;
+            self.round(progress).await?;
+        }
+        while self.backlog() > 0 {
+            self.round(progress).await?;
+        }
+        Ok(())
+    }
+
+    /// The topic as created (unique under `--bootstrap`).
+    pub fn topic(&self) -> &str {
+        &self.spec.topic
+    }
+
+    /// Where each version of order 8842 was written so far (index: version - 1).
+    pub fn featured_written(&self) -> &[Option<Position>] {
+        &self.featured_written
+    }
+
+    /// The store's lines about order 8842 so far.
+    pub fn featured_log(&self) -> Vec<LogLine> {
+        self.store.lines_for(FEATURED_ORDER).cloned().collect()
+    }
+
+    /// The group's members and partitions once settled after the change.
+    pub fn assignment_after(&self) -> &[(String, Vec<i32>)] {
+        &self.assignment_after
+    }
+
+    /// Stops the group and returns what was measured.
+    pub async fn finish(mut self) -> Result<Outcome, LabError> {
+        let lag_at_end = self.lag(&self.consumed.0.clone()).await?;
+        self.group.leave().await;
+        // The group is empty now; like the topics, it must not outlive the lab on a cluster.
+        let group = self.spec.group.as_str();
+        match self.env.cluster.admin().delete_groups(&[group]).await {
+            Ok(results) => {
+                for (_, result) in results {
+                    if let Err(e) = result {
+                        tracing::warn!(%group, %e, "could not delete the lab's group");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(%group, %e, "could not delete the lab's group"),
+        }
+        self.producer.clone().close().await;
+        let featured_log = self.store.lines_for(FEATURED_ORDER).cloned().collect();
+        Ok(Outcome {
+            rounds: self.round,
+            keys_out_of_order: self.checker.keys_out_of_order(),
+            duplicates: self.checker.duplicates(),
+            rejected: self.store.rejected(),
+            incomplete: self.store.incomplete(self.traffic.order_ids.clone()),
+            featured_log,
+            lag_at_end,
+            spec: self.spec,
+            seen: self.seen,
+            featured_written: self.featured_written,
+            lag_at_change: self.lag_at_change,
+            migration: self.migration,
+            fenced: self.fenced,
+            undecodable: self.undecodable,
+        })
+    }
+
+    /// Fix 2, seeds 001 and 004: block, drain, switch, with a version.
+    async fn migrate(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+        progress: &Progress,
+    ) -> Result<(), LabError> {
+        let topic = &self.env.cluster.create_topic(topic, partitions).await?;
+        // Block: from here the shop's events wait in the producers, order 8842's cancellation
+        // first.
+        self.routing.blocked = true;
+        let held_from = self.next;
+        let mut held_to = held_from + 1;
+        let mut blocked_rounds = 0;
+        // Drain: rounds go on until the group has applied and committed every record of the
+        // old topic. The shop keeps taking orders meanwhile; they are held.
+        while self.backlog() > 0 {
+            held_to = (held_to + self.plan.rate as usize).min(self.traffic.events.len());
+            blocked_rounds += 1;
+            self.round(progress).await?;
+        }
+        // The proof is the broker's, as kafka-consumer-groups.sh shows it: lag 0 everywhere.
+        let old_topic_lag = self.lag(&self.consumed.0.clone()).await?;
+        if !lag::all_zero(&old_topic_lag) {
+            return Err(LabError::Broker(format!(
+                "group {} applied all of {} but the broker reports lag on it; its commits were lost",
+                self.spec.group, self.consumed.0
+            )));
+        }
+        // Switch: a new routing version; producers and consumers move together.
+        self.routing = Routing {
+            version: self.routing.version + 1,
+            topic: topic.to_string(),
+            blocked: false,
+        };
+        self.checker.layout(topic, partitions);
+        self.group.subscribe(topic).await?;
+        self.assignment_after = self
+            .group
+            .settled(topic, partitions, SETTLE_TIMEOUT)
+            .await?;
+        self.consumed = (topic.to_string(), partitions);
+        self.migration = Some(Migration {
+            topic: topic.to_string(),
+            partitions,
+            routing_version: self.routing.version,
+            blocked_rounds,
+            held_events: held_to - held_from,
+            old_topic_lag,
+        });
+        // The held events go out first, in the order the shop produced them.
+        self.produce_next(held_to).await?;
+        self.round(progress).await
+    }
+
+    /// Produces `traffic.events[next..end]` under the current routing and waits for every
+    /// acknowledgement, so the log ends are known before the next round. While routing is
+    /// blocked nothing is sent: the events stay where they are, to be sent after the switch.
+    async fn produce_next(&mut self, end: usize) -> Result<(), LabError> {
+        if self.routing.blocked {
+            return Ok(());
+        }
+        let topic = self.routing.topic.clone();
+        let version = self.routing.version.to_string();
+        let events = &self.traffic.events[self.next..end];
+        let mut pending = Vec::with_capacity(events.len());
+        for event in events {
+            let key = event.key();
+            let value = event.encode();
+            let headers = [client::Header {
+                key: ROUTING_HEADER,
+                value: Some(version.as_bytes()),
+            }];
+            let record = ProducerRecord::new(&topic)
+                .key(&key)
+                .value(&value)
+                .headers(&headers);
+            let delivery = self
+                .producer
+                .send(record)
+                .await
+                .map_err(|e| broker_error(&format!("producing to {topic}"), &e))?;
+            pending.push((*event, delivery));
+        }
+        for (event, delivery) in pending {
+            let sent = delivery
+                .wait()
+                .await
+                .map_err(|e| broker_error(&format!("producing to {topic}"), &e))?;
+            let at = Position::new(topic.clone(), sent.partition, sent.offset);
+            self.checker
+                .written(&event.key(), event.version, at.clone());
+            let end = self
+                .log_end
+                .entry((topic.clone(), sent.partition))
+                .or_insert(0);
+            *end = (*end).max(sent.offset + 1);
+            if event.order_id == FEATURED_ORDER {
+                self.featured_written[event.version as usize - 1] = Some(at);
+            }
+        }
+        self.next = end;
+        Ok(())
+    }
+
+    /// One round: each partition of the consumed topic hands over up to `capacity` records, in
+    /// the order of [`pace::round`]; the store applies them, the checker watches, the members
+    /// commit what was applied.
+    async fn round(&mut self, progress: &Progress) -> Result<(), LabError> {
+        self.round += 1;
+        self.store.set_round(self.round);
+        let (topic, partitions) = self.consumed.clone();
+        let wants: Vec<(PartitionId, i64, i64)> = (0..partitions)
+            .map(|p| {
+                let id = (topic.clone(), p);
+                let from = self.applied.get(&id).copied().unwrap_or(0);
+                let waiting = self.log_end.get(&id).copied().unwrap_or(0) - from;
+                (id, from, pace::wanted(waiting, self.plan.capacity))
+            })
+            .filter(|(_, _, count)| *count > 0)
+            .collect();
+        let mut queues = self.group.take(&wants).await?;
+        for delivery in pace::round(&mut queues, self.plan.capacity) {
+            self.apply(delivery);
+        }
+        self.group.commit(&self.applied)?;
+        progress.inc();
+        Ok(())
+    }
+
+    fn apply(&mut self, delivery: Delivery) {
+        let at = delivery.at;
+        let id = (at.topic.clone(), at.partition);
+        self.applied.insert(id, at.offset + 1);
+        let event: OrderEvent = match delivery.event {
+            Ok(event) => event,
+            Err(reason) => {
+                tracing::warn!(target: "workshop::store", %at, %reason, "skipping a record");
+                self.undecodable += 1;
+                return;
+            }
+        };
+        // Seed 004: a write under an older routing version than the one in force is refused,
+        // so a stale router can never sneak an event past the switch.
+        if delivery
+            .routing_version
+            .is_some_and(|v| v < self.routing.version)
+        {
+            self.fenced += 1;
+            return;
+        }
+        let _ = self.store.apply(event);
+        if let Some(violation) = self.checker.arrived(&event.key(), event.version, at) {
+            let violation = violation.clone();
+            let line = self
+                .store
+                .log()
+                .last()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            self.seen.push(Seen {
+                violation,
+                line,
+                round: self.round,
+            });
+        }
+    }
+
+    /// Records written but not yet applied, over every partition.
+    fn backlog(&self) -> i64 {
+        self.log_end
+            .iter()
+            .map(|(id, end)| end - self.applied.get(id).copied().unwrap_or(0))
+            .sum()
+    }
+
+    async fn lag(&mut self, topic: &str) -> Result<Vec<LagRow>, LabError> {
+        self.group.flush().await?;
+        lag::describe(self.env.cluster.admin(), &self.spec.group, topic).await
+    }
+}
+
+/// The shop's producer: Kafka's defaults, except a short linger (the lab waits for every
+/// acknowledgement each round, so batching longer only adds latency).
+fn producer_config() -> ProducerConfig {
+    ProducerConfig {
+        linger: Duration::from_millis(1),
+        ..ProducerConfig::default()
+    }
+}

@@ -1,0 +1,266 @@
+//! Lab `partitions` run in-process, as `--json` reports it, and once more with `--bootstrap`
+//! against a broker binary started separately, as against a real cluster.
+//!
+//! Exact where the figures are exact (the key, its partitions, the keys of the run and how many
+//! move, recomputed here from Kafka's partitioner, the store's line, the broker's refusal), and
+//! the phenomenon itself: violations after the increase, none after either fix.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use protocol::partitioner::partition_for_key;
+use serde_json::Value;
+use workshop::{LabReport, Outcome};
+
+const SEED_LINE: &str = "ERROR aggregate not found: order 8842 (expected version 6, store empty)";
+
+fn run(args: &[&str]) -> LabReport {
+    let args = ["partitions", "--json", "--check"]
+        .iter()
+        .chain(args)
+        .copied();
+    match workshop::run(args) {
+        Ok(Outcome::Lab { report, json }) => {
+            assert!(json);
+            report
+        }
+        Ok(Outcome::List(_)) => panic!("a lab run listed the labs"),
+        Err(e) => panic!("the lab failed: {e}"),
+    }
+}
+
+/// The default run, once for all tests: parsed back from the JSON document, as a machine reads it.
+fn default_run() -> &'static (LabReport, Value) {
+    static RUN: OnceLock<(LabReport, Value)> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let report = run(&[]);
+        let json: Value = serde_json::from_str(&report.to_json()).expect("one JSON object");
+        (report, json)
+    })
+}
+
+/// The run's keys and how many change partition from `from` to `to`, by Kafka's partitioner.
+fn moved(first: u64, last: u64, from: i32, to: i32) -> (usize, usize) {
+    let keys: Vec<String> = (first..=last).map(|id| format!("order-{id}")).collect();
+    let moved = keys
+        .iter()
+        .filter(|k| partition_for_key(k.as_bytes(), from) != partition_for_key(k.as_bytes(), to))
+        .count();
+    (keys.len(), moved)
+}
+
+fn assert_seed_figures(json: &Value) {
+    assert_eq!(json["lab"], "partitions");
+    assert_eq!(json["shown"], true, "{json}");
+    let f = &json["figures"];
+    assert_eq!(f["key"], "order-8842");
+    assert_eq!(f["partitions_before"], 12);
+    assert_eq!(f["partitions_after"], 24);
+    assert_eq!(f["partition_before"], 4);
+    assert_eq!(f["partition_after"], 16);
+
+    // 240 orders around 8842, recomputed here.
+    let (first, last) = (
+        f["first_order_id"].as_u64().unwrap(),
+        f["last_order_id"].as_u64().unwrap(),
+    );
+    assert_eq!((first, last), (8842 - 120, 8842 - 120 + 239));
+    let (total, moved) = moved(first, last, 12, 24);
+    assert_eq!(f["keys_total"].as_u64(), Some(total as u64));
+    assert_eq!(f["keys_moved"].as_u64(), Some(moved as u64));
+    assert!(
+        (0.4..0.6).contains(&(moved as f64 / total as f64)),
+        "about half move"
+    );
+
+    assert!(f["violations"].as_u64().unwrap() > 0, "{f}");
+    assert_eq!(f["violations_after_fix"], 0, "{f}");
+    assert_eq!(f["fixes"]["provisioned"]["violations"], 0);
+    assert_eq!(f["fixes"]["migration"]["violations"], 0);
+    assert_eq!(f["first_violation"], SEED_LINE);
+    let detail = f["first_violation_detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("order-8842: version 7 read from ")
+            && detail.contains("-16@0 before version 1, written to ")
+            && detail.ends_with(
+                "went from 12 to 24 partitions, which moved order-8842 from partition 4 to 16"
+            ),
+        "{detail}"
+    );
+
+    // The seed's three lines, in this order, in the store's log of order 8842.
+    let log: Vec<&str> = f["key_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        log[..2],
+        [
+            "INFO  applying event order.cancelled  order_id=8842 version=7",
+            SEED_LINE
+        ]
+    );
+    assert_eq!(
+        log[2],
+        "INFO  applying event order.created    order_id=8842 version=1"
+    );
+
+    // The over-provisioned topic never falls behind; the migration drained the old topic.
+    assert_eq!(f["fixes"]["provisioned"]["partitions"], 48);
+    let steps = &f["fixes"]["migration_steps"];
+    assert_eq!(steps["to_partitions"], 24);
+    assert_eq!(steps["routing_version"], 2);
+    assert_eq!(steps["old_topic_max_lag_at_switch"], 0);
+    assert!(steps["blocked_rounds"].as_u64().unwrap() > 0);
+
+    let shrink = &f["shrink"];
+    assert_eq!(shrink["refused"], true);
+    assert_eq!(shrink["error"], "INVALID_PARTITIONS");
+    assert_eq!(shrink["code"], 37);
+    let topic = f["failure"]["topic"].as_str().unwrap();
+    assert_eq!(
+        shrink["message"].as_str().unwrap(),
+        format!("The topic {topic} currently has 24 partition(s); 12 would not be an increase.")
+    );
+}
+
+#[test]
+fn the_default_run_causes_cancel_before_create_and_both_fixes_remove_it() {
+    let (report, json) = default_run();
+    assert_eq!(report.exit_code(), 0);
+    assert_seed_figures(json);
+    let f = &json["figures"];
+    assert_eq!(f["target"], "embedded");
+    assert_eq!(f["failure"]["topic"], "orders");
+    // Every violation is an event the store refused: the checker and the store agree.
+    assert_eq!(
+        f["failure"]["rejected_by_store"].as_u64(),
+        f["violations"].as_u64()
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_figures() {
+    let (_, json) = default_run();
+    let again: Value = serde_json::from_str(&run(&[]).to_json()).unwrap();
+    assert_eq!(json["figures"], again["figures"]);
+}
+
+/// A binary of the workspace (`broker`, `client`), as a user would start it: built (or found
+/// up to date) by cargo first, since `cargo test -p workshop` builds only the workshop's own.
+fn workspace_binary(package: &str) -> std::path::PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", package, "--bin", package])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build -p {package} failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("debug").join(package)
+}
+
+#[test]
+fn client_partition_agrees_with_the_lab_on_every_key() {
+    let (_, json) = default_run();
+    let f = &json["figures"];
+    let (first, last) = (
+        f["first_order_id"].as_u64().unwrap(),
+        f["last_order_id"].as_u64().unwrap(),
+    );
+    let keys: Vec<String> = (first..=last).map(|id| format!("order-{id}")).collect();
+    let out = Command::new(workspace_binary("client"))
+        .args(["partition", "--partitions", "12", "--to", "24"])
+        .args(&keys)
+        .output()
+        .expect("client partition runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let mut moved = 0;
+    // KEY  PARTITION(12)  PARTITION(24)  MOVES, one row per key, in the order given.
+    for (row, key) in table.lines().skip(1).zip(&keys) {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        let (before, after) = (
+            partition_for_key(key.as_bytes(), 12),
+            partition_for_key(key.as_bytes(), 24),
+        );
+        assert_eq!(
+            cells,
+            [
+                key.as_str(),
+                &before.to_string(),
+                &after.to_string(),
+                if before == after { "no" } else { "yes" }
+            ]
+        );
+        moved += usize::from(before != after);
+        if key == "order-8842" {
+            assert_eq!((before, after), (4, 16));
+        }
+    }
+    assert_eq!(table.lines().count(), keys.len() + 1);
+    assert_eq!(f["keys_moved"].as_u64(), Some(moved as u64));
+}
+
+/// Kills the broker even when an assertion fails.
+struct BrokerProcess(Child);
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn with_bootstrap_the_lab_runs_against_a_separate_broker_and_cleans_up() {
+    let mut child = Command::new(workspace_binary("broker"))
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the broker binary starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let broker = BrokerProcess(child);
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("the broker prints its address");
+    let addr = first
+        .split_whitespace()
+        .last()
+        .expect("an address")
+        .to_string();
+
+    let report = run(&["--bootstrap", &addr]);
+    let json: Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_seed_figures(&json);
+    let f = &json["figures"];
+    assert_eq!(f["target"], addr.as_str());
+    // Unique names: another run against the same cluster cannot collide with this one.
+    let topic = f["failure"]["topic"].as_str().unwrap();
+    assert!(topic.starts_with("orders-") && topic != "orders", "{topic}");
+
+    // Nothing the lab created is left on the broker: no topic, no group.
+    let (topics, groups) = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let kafka = client::Client::connect(client::ClientConfig::new(&addr))
+            .await
+            .unwrap();
+        let admin = client::Admin::new(kafka);
+        (
+            admin.list_topics().await.unwrap(),
+            admin.list_groups(&[]).await.unwrap(),
+        )
+    });
+    assert!(topics.is_empty(), "topics left behind: {topics:?}");
+    assert!(groups.is_empty(), "groups left behind: {groups:?}");
+    drop(broker);
+}
