@@ -11,7 +11,7 @@
 //! Labs are synchronous ([`crate::lab::Lab::run`]) and the client is async: a lab makes a
 //! [`runtime`], and runs its phases with `block_on`. Cleanup is async too, so a lab ends with
 //!
-//! ```ignore
+//! ```text
 //! let cluster = runtime.block_on(Cluster::open(&ctx.target, "idempotence"))?;
 //! let outcome = runtime.block_on(phases(&cluster));
 //! runtime.block_on(cluster.close()); // also after a failed phase
