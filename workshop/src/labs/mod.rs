@@ -3,6 +3,7 @@
 //! Adding a lab: a module here (one file or folder) with a type implementing [`crate::lab::Lab`],
 //! and one line in [`LABS`].
 
+pub mod hot_tenant;
 pub mod idempotence;
 pub mod partitions;
 pub mod rehash;
@@ -13,5 +14,6 @@ use crate::lab::LabEntry;
 pub const LABS: &[LabEntry] = &[
     LabEntry::of::<rehash::Rehash>(),
     LabEntry::of::<partitions::Partitions>(),
+    LabEntry::of::<hot_tenant::HotTenant>(),
     LabEntry::of::<idempotence::Idempotence>(),
 ];

@@ -1,0 +1,100 @@
+//! Lab `hot-tenant`: lag that averages hide (LABS.md, "Lab hot-tenant"; seed 003 section 7,
+//! seeds 001 and 000).
+//!
+//! Three modes:
+//! - default, the timed run: orders keyed by tenant through the broker, one super tenant sending
+//!   as much as all the others; a consumer group processes each partition at a fixed rate; one
+//!   partition's lag climbs into the millions while the others stay near zero and the group's
+//!   average looks harmless. A Space-Saving sketch over the consumed keys names the tenant;
+//!   more partitions would not help; salting the tenant into S sub-keys spreads the load, at
+//!   the price of its order and an S-way read.
+//! - `--model`: seed 001's routing model, exactly (SHA-256 stable hash, 8 shards, 64 buckets).
+//! - `--steps`: seed 000's step model (12 keys, 3 partitions, 4 per step) on the real broker,
+//!   queues measured as lag from the broker.
+//!
+//! Module map: [`plan`] flags; [`model`] and `model_mode` seed 001; [`steps`] seed 000;
+//! `timed` the default run; [`sketch`] the heavy-hitter sketch; [`traffic`] the seeded tenant
+//! traffic; [`groups`] a group's committed offsets and lag as the broker reports them;
+//! [`reader`] one partition read in order at a consumer's own pace; [`verdict`] the checks and
+//! their thresholds.
+
+pub mod groups;
+pub mod model;
+mod model_mode;
+pub mod plan;
+pub mod reader;
+pub mod sketch;
+pub mod steps;
+mod timed;
+pub mod traffic;
+pub mod verdict;
+
+use crate::lab::{Lab, LabContext, LabError, Target};
+use crate::report::LabReport;
+use crate::target::{runtime, Cluster};
+pub use plan::HotTenantArgs;
+use plan::Mode;
+
+pub struct HotTenant;
+
+impl Lab for HotTenant {
+    const NAME: &'static str = "hot-tenant";
+    const SUMMARY: &'static str =
+        "One super tenant: a partition lags by millions while the average looks fine; find it, salt it";
+    type Args = HotTenantArgs;
+
+    fn run(args: &HotTenantArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {
+        match Mode::new(args)? {
+            Mode::Model => {
+                let n = &mut ctx.narrator;
+                n.intro(Self::NAME, model_mode::EXPECTED);
+                if let Target::Bootstrap(addr) = &ctx.target {
+                    n.say(&format!(
+                        "--model is pure computation and needs no broker: --bootstrap {addr} is not used."
+                    ));
+                }
+                let (figures, verdict) = model_mode::run(n);
+                report(ctx, model_mode::EXPECTED.to_string(), &figures, verdict)
+            }
+            Mode::Steps => {
+                ctx.narrator.intro(Self::NAME, steps::EXPECTED);
+                let rt = runtime()?;
+                let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
+                ctx.narrator
+                    .say(&format!("Running against {}.", cluster.describe()));
+                let outcome = rt.block_on(steps::run(&cluster, &mut ctx.narrator));
+                rt.block_on(cluster.close());
+                let (figures, verdict) = outcome?;
+                report(ctx, steps::EXPECTED.to_string(), &figures, verdict)
+            }
+            Mode::Timed(plan) => {
+                let expected = timed::expected(&plan);
+                ctx.narrator.intro(Self::NAME, &expected);
+                let rt = runtime()?;
+                let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
+                let outcome = rt.block_on(timed::run(&cluster, &mut ctx.narrator, plan, ctx.seed));
+                rt.block_on(cluster.close());
+                let (figures, verdict) = outcome?;
+                report(ctx, expected, &figures, verdict)
+            }
+        }
+    }
+}
+
+/// The report of any mode: its figures as JSON and the verdict, told last.
+fn report<F: serde::Serialize>(
+    ctx: &mut LabContext,
+    expected: String,
+    figures: &F,
+    verdict: verdict::Verdict,
+) -> Result<LabReport, LabError> {
+    let report = LabReport {
+        lab: HotTenant::NAME,
+        expected,
+        shown: verdict.shown(),
+        figures: serde_json::to_value(figures)
+            .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
+    };
+    ctx.narrator.verdict(&report, &verdict.findings);
+    Ok(report)
+}

@@ -1,0 +1,228 @@
+//! The lab's flags, and the checks that turn them into a plan or one clear error line.
+
+use clap::Args;
+
+use crate::lab::LabError;
+
+/// Traffic time is cut into ticks of this many per second: the producer sends a tick's records,
+/// then waits for the next tick of wall time, and consumers gain a tick's budget.
+pub const TICKS_PER_SECOND: u64 = 10;
+
+/// Lab `hot-tenant`'s own flags.
+#[derive(Debug, Clone, Args)]
+pub struct HotTenantArgs {
+    /// Only seed 001's routing model: 100 tenants on 8 shards by SHA-256, then the super tenant
+    /// split into 64 virtual buckets (no broker)
+    #[arg(long, conflicts_with = "steps")]
+    pub model: bool,
+    /// Seed 000's step model on the broker: 12 keys on 3 partitions, each completing at most 4
+    /// records per step
+    #[arg(long)]
+    pub steps: bool,
+    /// Partitions of the timed run's topic (one group member each, so at most 64)
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub partitions: i32,
+    /// Tenants 1 to N; one of them sends as much as all the others together
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub tenants: u32,
+    /// The super tenant (the consumers are not told: the lab finds it from the traffic)
+    #[arg(long, value_name = "ID", default_value_t = 42)]
+    pub hot_tenant: u32,
+    /// Records sent in each of the two timed runs (tenant keys, then salted)
+    #[arg(long, value_name = "N", default_value_t = 4_000_000)]
+    pub records: u64,
+    /// Records per second the producer sends
+    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
+    pub rate: u64,
+    /// Records per second each partition's consumer processes [default: 1.5 x rate / partitions,
+    /// so the group as a whole has half again the capacity the traffic needs]
+    #[arg(long, value_name = "N")]
+    pub consumer_rate: Option<u64>,
+    /// Sub-keys the hot tenant is salted into (`tenant-42#0` to `tenant-42#S-1`)
+    #[arg(long, value_name = "S", default_value_t = 16)]
+    pub salt: u32,
+    /// Heavy hitters to report (at most 20)
+    #[arg(long, value_name = "K", default_value_t = 5)]
+    pub top: usize,
+}
+
+/// What the flags ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Model,
+    Steps,
+    Timed(Timed),
+}
+
+/// The timed run's parameters, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timed {
+    pub partitions: i32,
+    pub tenants: u32,
+    pub hot_tenant: u32,
+    pub records: u64,
+    pub rate: u64,
+    pub consumer_rate: u64,
+    pub salt: u32,
+    pub top: usize,
+}
+
+impl Timed {
+    /// Seconds of traffic each run lasts.
+    pub fn seconds(&self) -> f64 {
+        self.records as f64 / self.rate as f64
+    }
+
+    /// Records one partition's consumer may have processed once `sent` records have been sent:
+    /// its rate times the traffic time elapsed. Integer arithmetic, so the budget is exact.
+    pub fn budget(&self, sent: u64) -> u64 {
+        (u128::from(self.consumer_rate) * u128::from(sent) / u128::from(self.rate)) as u64
+    }
+
+    /// Records per tick.
+    pub fn tick_records(&self) -> u64 {
+        (self.rate / TICKS_PER_SECOND).max(1)
+    }
+}
+
+/// One group member per partition: each has its own connections and tasks.
+const MAX_PARTITIONS: i32 = 64;
+/// The detector's top entries worth printing.
+const MAX_TOP: usize = 20;
+const MAX_TENANTS: u32 = 1_000_000;
+const MAX_SALT: u32 = 1024;
+const MAX_RECORDS: u64 = 100_000_000;
+
+impl Mode {
+    pub fn new(args: &HotTenantArgs) -> Result<Mode, LabError> {
+        if args.model {
+            return Ok(Mode::Model);
+        }
+        if args.steps {
+            return Ok(Mode::Steps);
+        }
+        let bad = |msg: String| Err(LabError::InvalidInput(msg));
+        if !(1..=MAX_PARTITIONS).contains(&args.partitions) {
+            return bad(format!(
+                "--partitions {} is out of range: use 1 to {MAX_PARTITIONS}",
+                args.partitions
+            ));
+        }
+        if !(2..=MAX_TENANTS).contains(&args.tenants) {
+            return bad(format!(
+                "--tenants {} is out of range: the lab needs a super tenant and at least one other, \
+                 at most {MAX_TENANTS}",
+                args.tenants
+            ));
+        }
+        if !(1..=args.tenants).contains(&args.hot_tenant) {
+            return bad(format!(
+                "--hot-tenant {} is not one of the tenants 1 to {}",
+                args.hot_tenant, args.tenants
+            ));
+        }
+        if !(1_000..=MAX_RECORDS).contains(&args.records) {
+            return bad(format!(
+                "--records {} is out of range: use 1000 to {MAX_RECORDS}",
+                args.records
+            ));
+        }
+        if args.rate == 0 || args.rate > args.records {
+            return bad(format!(
+                "--rate {} must be at least 1 and at most --records ({}), so a run lasts a second or more",
+                args.rate, args.records
+            ));
+        }
+        let consumer_rate = args
+            .consumer_rate
+            .unwrap_or_else(|| (args.rate * 3 / 2 / args.partitions as u64).max(1));
+        if consumer_rate == 0 {
+            return bad("--consumer-rate must be at least 1".into());
+        }
+        if !(1..=MAX_SALT).contains(&args.salt) {
+            return bad(format!(
+                "--salt {} is out of range: use 1 to {MAX_SALT} sub-keys",
+                args.salt
+            ));
+        }
+        if !(1..=MAX_TOP).contains(&args.top) {
+            return bad(format!(
+                "--top {} is out of range: use 1 to {MAX_TOP}",
+                args.top
+            ));
+        }
+        Ok(Mode::Timed(Timed {
+            partitions: args.partitions,
+            tenants: args.tenants,
+            hot_tenant: args.hot_tenant,
+            records: args.records,
+            rate: args.rate,
+            consumer_rate,
+            salt: args.salt,
+            top: args.top,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{FromArgMatches, Parser};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: HotTenantArgs,
+    }
+
+    fn mode(args: &[&str]) -> Result<Mode, String> {
+        let argv = std::iter::once("lab").chain(args.iter().copied());
+        let matches = <Cli as clap::CommandFactory>::command()
+            .try_get_matches_from(argv)
+            .map_err(|e| e.to_string())?;
+        let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+        Mode::new(&cli.args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_the_timed_run() {
+        let Mode::Timed(t) = mode(&[]).unwrap() else {
+            panic!("not timed");
+        };
+        assert_eq!((t.partitions, t.tenants, t.hot_tenant), (8, 100, 42));
+        assert_eq!(t.consumer_rate, 375_000);
+        assert_eq!(t.seconds(), 2.0);
+        assert_eq!(t.budget(t.records), 750_000);
+        assert_eq!(t.budget(t.records / 2), 375_000);
+        assert_eq!(t.budget(0), 0);
+        assert_eq!(t.tick_records(), 200_000);
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(mode(&["--model"]).unwrap(), Mode::Model);
+        assert_eq!(mode(&["--steps"]).unwrap(), Mode::Steps);
+        assert!(mode(&["--model", "--steps"]).is_err());
+    }
+
+    #[test]
+    fn bad_flags_are_one_line() {
+        for args in [
+            &["--partitions", "0"][..],
+            &["--partitions", "65"],
+            &["--top", "21"],
+            &["--tenants", "1"],
+            &["--hot-tenant", "101"],
+            &["--hot-tenant", "0"],
+            &["--records", "10"],
+            &["--rate", "0"],
+            &["--rate", "5000", "--records", "4000"],
+            &["--consumer-rate", "0"],
+            &["--salt", "0"],
+            &["--top", "0"],
+        ] {
+            let err = mode(args).expect_err(&format!("{args:?} accepted"));
+            assert!(!err.contains('\n'), "{args:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! `--steps`: seed 000's step model on the real broker.
+//!
+//! A topic of 3 partitions per run (a new run starts from empty queues, as changing the load
+//! in the seed does). Each step: the batch is produced with the seed's placement as an explicit
+//! partition (`key % 3`, not murmur2) and acknowledged before anything is processed; then each
+//! partition's consumer reads from the group's committed offset, completes at most 4 records,
+//! and commits. Every figure comes from the broker: arrivals are log end offsets before and
+//! after the batch, completed is the committed offset's advance, queued is the group's lag
+//! (log end minus committed). The seed's arithmetic ([`model::predict`]) is the expectation the
+//! lab checks them against.
+
+pub mod model;
+
+use std::time::Duration;
+
+use client::{Producer, ProducerConfig, ProducerRecord, TopicPartition};
+use serde::Serialize;
+
+use super::groups::GroupOffsets;
+use super::reader::PartitionReader;
+use super::verdict::Verdict;
+use crate::lab::LabError;
+use crate::report::{lag_table, thousands, Align, Narrator, Phase, Summary, Table};
+use crate::target::{broker_error, Cluster};
+use model::{Load, Run, StepRow, CAPACITY, PARTITIONS};
+
+/// How long a consumer's fetch waits for records it knows are there (they were acknowledged).
+const FETCH_WAIT: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figures {
+    pub keys: u32,
+    pub partitions: usize,
+    pub capacity_per_step: u64,
+    /// Every step of every run, as measured on the broker.
+    pub steps: Vec<StepRow>,
+    /// The first hot batch: the hot partition's share of its 12 requests.
+    pub hot_share: f64,
+    /// Requests completed in the first hot step, of a capacity of 12.
+    pub hot_step_completed: u64,
+    pub capacity: u64,
+}
+
+pub const EXPECTED: &str = "With 12 keys placed 4/4/4 on 3 partitions, a hot key sends 10 of 12 \
+    requests to one partition: it completes 4 and queues 6 while the others idle (6 of a capacity \
+    of 12 done), its queue grows to 12 and drains only 4 per step, and another hot key moves the \
+    load to another partition; the broker's lag shows exactly the seed's queues.";
+
+/// Runs the seed's sequence on the broker; narrates each run.
+pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdict), LabError> {
+    let runs = model::seed_000_runs();
+    let mut measured: Vec<StepRow> = Vec::new();
+    let mut predicted: Vec<StepRow> = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        opening(n, i, run);
+        let expected = model::predict(run);
+        let rows = run_on_broker(cluster, n, i, run).await?;
+        n.table(&steps_table(&rows));
+        if rows != expected {
+            n.say("The broker's figures differ from the seed's arithmetic (see the verdict).");
+        }
+        measured.extend(rows);
+        predicted.extend(expected);
+    }
+    let mut v = Verdict::new();
+    v.check(
+        measured == predicted,
+        format!(
+            "{} steps measured on the broker (arrivals, completed, queued per partition) {} the seed's arithmetic",
+            measured.len(),
+            if measured == predicted { "match" } else { "do not match" }
+        ),
+    );
+    let hot = measured.iter().find(|r| r.label.starts_with("hot key"));
+    let (hot_share, hot_completed) = match hot {
+        Some(r) => {
+            let arrived: u64 = r.arrivals.iter().sum();
+            let share =
+                r.arrivals.iter().copied().max().unwrap_or(0) as f64 / arrived.max(1) as f64;
+            let queued_one = r.queued.iter().filter(|&&q| q > 0).count() == 1;
+            v.check(
+                queued_one && r.total_completed() < CAPACITY * PARTITIONS as u64,
+                format!(
+                    "{}: arrivals {:?}, one partition queues {} while {} of a capacity of {} are done",
+                    r.label,
+                    r.arrivals,
+                    r.queued.iter().max().unwrap_or(&0),
+                    r.total_completed(),
+                    CAPACITY * PARTITIONS as u64
+                ),
+            );
+            (crate::report::round(share, 4), r.total_completed())
+        }
+        None => {
+            v.check(false, "no hot step was measured");
+            (0.0, 0)
+        }
+    };
+    n.summary(&summary(&measured));
+    Ok((
+        Figures {
+            keys: model::KEYS,
+            partitions: PARTITIONS,
+            capacity_per_step: CAPACITY,
+            steps: measured,
+            hot_share,
+            hot_step_completed: hot_completed,
+            capacity: CAPACITY * PARTITIONS as u64,
+        },
+        v,
+    ))
+}
+
+/// One run: a fresh topic and group, then its steps.
+async fn run_on_broker(
+    cluster: &Cluster,
+    n: &mut Narrator,
+    index: usize,
+    run: &Run,
+) -> Result<Vec<StepRow>, LabError> {
+    let base = format!("hot-tenant-steps-{}", index + 1);
+    let topic = cluster.create_topic(&base, PARTITIONS as i32).await?;
+    let group = GroupOffsets::new(cluster.client(), &cluster.name(&base));
+    let producer = Producer::new(cluster.client().clone(), ProducerConfig::default())
+        .map_err(|e| broker_error("starting the producer", &e))?;
+    let mut readers = (0..PARTITIONS as i32)
+        .map(|p| {
+            PartitionReader::new(
+                cluster.client(),
+                TopicPartition::new(topic.clone(), p),
+                0,
+                FETCH_WAIT,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rows = Vec::new();
+    for (step, &load) in run.steps.iter().enumerate() {
+        let ends_before = group.log_ends(&topic, PARTITIONS as i32).await?;
+        let committed_before = committed_or_zero(&group, &topic).await?;
+        produce_batch(&producer, &topic, load, step).await?;
+        let ends = group.log_ends(&topic, PARTITIONS as i32).await?;
+        // Each partition's consumer completes at most CAPACITY records from where the group is.
+        for (p, reader) in readers.iter_mut().enumerate() {
+            let taken = reader.take(CAPACITY as usize, ends[p]).await?;
+            if let Some(last) = taken.last() {
+                group
+                    .commit_unassigned(&topic, &[(p as i32, last.offset + 1)])
+                    .await?;
+            }
+        }
+        let lag = group.lag_rows(&topic, PARTITIONS as i32).await?;
+        let committed = committed_or_zero(&group, &topic).await?;
+        let mut row = StepRow {
+            label: load.label(),
+            arrivals: [0; PARTITIONS],
+            completed: [0; PARTITIONS],
+            queued: [0; PARTITIONS],
+        };
+        for p in 0..PARTITIONS {
+            row.arrivals[p] = (ends[p] - ends_before[p]).max(0) as u64;
+            row.completed[p] = (committed[p] - committed_before[p]).max(0) as u64;
+            row.queued[p] = lag[p].lag().unwrap_or(ends[p]).max(0) as u64;
+        }
+        // The queue at its longest is worth the tool's own view: LAG is the queue.
+        if row.queued.iter().copied().max() == Some(12) {
+            n.say("kafka-consumer-groups.sh --describe at this step: the LAG column is the queue.");
+            n.table(&lag_table(&lag, 12));
+        }
+        rows.push(row);
+    }
+    producer.close().await;
+    if cluster.embedded().is_none() {
+        group.delete().await;
+    }
+    Ok(rows)
+}
+
+/// Sends the batch of `load` with the seed's placement and waits for every acknowledgement:
+/// the batch arrives before anything is processed.
+async fn produce_batch(
+    producer: &Producer,
+    topic: &str,
+    load: Load,
+    step: usize,
+) -> Result<(), LabError> {
+    let mut pending = Vec::new();
+    for (i, key) in load.keys().into_iter().enumerate() {
+        let key_text = key.to_string();
+        let value = format!("step {step} request {i}");
+        let record = ProducerRecord::new(topic)
+            .key(&key_text)
+            .value(&value)
+            .partition(model::partition_of(key) as i32);
+        pending.push(
+            producer
+                .send(record)
+                .await
+                .map_err(|e| broker_error("producing a batch", &e))?,
+        );
+    }
+    for delivery in pending {
+        delivery
+            .wait()
+            .await
+            .map_err(|e| broker_error("producing a batch", &e))?;
+    }
+    Ok(())
+}
+
+async fn committed_or_zero(group: &GroupOffsets, topic: &str) -> Result<Vec<i64>, LabError> {
+    Ok(group
+        .committed(topic, PARTITIONS as i32)
+        .await?
+        .into_iter()
+        .map(|c| c.unwrap_or(0))
+        .collect())
+}
+
+fn opening(n: &mut Narrator, index: usize, run: &Run) {
+    let (title, about, predict) = match run.steps.first() {
+        Some(Load::Uniform) => (
+            "A uniform batch".to_string(),
+            "Twelve keys, 0 to 11, on three partitions by partition = key % 3: P0 owns 0, 3, 6, 9; P1 owns\n\
+             1, 4, 7, 10; P2 owns 2, 5, 8, 11. Each partition's consumer completes at most 4 records per\n\
+             step. A batch of 12 requests, one per key, is produced and acknowledged, then the consumers work.",
+            "how many of the 12 are done after one step?",
+        ),
+        Some(Load::Hot(key)) if run.steps.len() > 1 => (
+            format!("Hot key {key}: two batches, then three steps without arrivals"),
+            "A fresh topic and group, the same placement. Now key 0 gets 9 requests and keys 1, 2 and 3 one\n\
+             each: still 12 requests, still four keys per partition.",
+            "which partition gets most of the work, and how long is its queue after two batches?",
+        ),
+        Some(Load::Hot(key)) => (
+            format!("Hot key {key}"),
+            "A fresh topic and group: 9 requests to this key, one each to the next three keys round the circle.",
+            "which partition does the load move to?",
+        ),
+        _ => (format!("Run {}", index + 1), "", "what happens?"),
+    };
+    n.phase(Phase {
+        title: &title,
+        about,
+        predict,
+    });
+}
+
+fn steps_table(rows: &[StepRow]) -> Table {
+    let mut table = Table::new(&[
+        ("step", Align::Left),
+        ("arrived P0/P1/P2", Align::Right),
+        ("completed", Align::Right),
+        ("queued (lag)", Align::Right),
+        ("done of 12", Align::Right),
+        ("longest queue", Align::Left),
+    ]);
+    let slash = |v: [u64; PARTITIONS]| format!("{}/{}/{}", v[0], v[1], v[2]);
+    for r in rows {
+        table.row([
+            r.label.clone(),
+            slash(r.arrivals),
+            slash(r.completed),
+            slash(r.queued),
+            thousands(r.total_completed()),
+            crate::report::bar(r.queued.iter().copied().max().unwrap_or(0), 12, 12),
+        ]);
+    }
+    table
+}
+
+fn summary(rows: &[StepRow]) -> Summary {
+    let hot = rows.iter().find(|r| r.label.starts_with("hot key"));
+    let happened = match hot {
+        Some(r) => format!(
+            "A hot key sent {} of 12 requests to one partition: it completed {} and queued {}, the other two \
+             completed {} and {} and sat idle; {} of a capacity of 12 were done. Repeating the batch grew the \
+             queue by 6 per step; without arrivals it drained by only 4 per step.",
+            r.arrivals.iter().max().unwrap_or(&0),
+            r.completed[0],
+            r.queued[0],
+            r.completed[1],
+            r.completed[2],
+            r.total_completed()
+        ),
+        None => "No hot step ran.".to_string(),
+    };
+    Summary {
+        happened: vec![happened],
+        why: vec![
+            "Placement is not traffic: every partition owns four keys, but one key got 75 % of the requests \
+             and its owner got 10 of 12. Idle capacity elsewhere does not help: work stays with its owner."
+                .into(),
+            "Moving the hot key (key 1, then key 3) only moves the queue to another partition.".into(),
+        ],
+        what_to_do: vec![
+            "Watch activity per key and per partition (requests, queue, lag), not keys stored or averages.".into(),
+            "Cache repeated reads in front of the owner; split a hot logical key into several physical \
+             ones (reads then fan out and ordering across them is lost); more partitions spread other \
+             keys, never one indivisible key."
+                .into(),
+        ],
+    }
+}

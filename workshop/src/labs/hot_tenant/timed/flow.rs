@@ -1,0 +1,359 @@
+//! One timed run on the broker: a fresh topic and consumer group, one member per partition
+//! processing at a fixed rate, the seeded traffic produced tick by tick, a live per-partition lag
+//! table while it runs, and at the end every figure read back from the broker.
+//!
+//! Time is traffic time: the producer sends a tick's records (a tenth of its rate) and waits for
+//! the next tick of wall time; a member's budget is its rate times the traffic time elapsed. On a
+//! machine too slow for the rate the ticks stretch, and the budgets with them, so the figures
+//! after the run (once every member has used its budget or caught up) do not depend on the
+//! machine: only the live view and the run's duration do.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client::group::GroupConsumer;
+use client::{Acks, Client, Producer, ProducerConfig, ProducerRecord};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::super::groups::{lags, GroupOffsets};
+use super::super::plan::{Timed, TICKS_PER_SECOND};
+use super::super::sketch::SpaceSaving;
+use super::super::traffic::{encode_seq, Mix, Traffic};
+use super::workers::{self, Clock, OrderChecker, Shared};
+use crate::lab::LabError;
+use crate::report::{lag_table, thousands, LagRow, Narrator};
+use crate::target::{broker_error, Cluster};
+
+/// How long the members get to join and settle into one partition each.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Counters of the hot-key detector: far more than the tenants that matter, far fewer than all.
+pub const DETECTOR_COUNTERS: usize = 64;
+
+/// One run's setup.
+pub struct RunSpec<'a> {
+    /// The name the lab gives the topic and group (suffixed on a shared cluster).
+    pub base: &'a str,
+    pub plan: Timed,
+    pub mix: Mix,
+    pub seed: u64,
+    /// Run the hot-key detector alongside the group.
+    pub detect: bool,
+}
+
+/// The lag of every partition at one moment of traffic time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub seconds: f64,
+    pub lags: Vec<u64>,
+}
+
+/// What a run measured.
+pub struct RunOutcome {
+    pub topic: String,
+    pub group: String,
+    /// Records per partition: the log end offsets of the fresh topic.
+    pub arrivals: Vec<u64>,
+    /// Records per partition as Kafka's partitioner places the keys sent (must equal arrivals).
+    pub predicted: Vec<u64>,
+    /// The group's lag at the end, from the broker.
+    pub lag_rows: Vec<LagRow>,
+    pub sent_by_tenant: Vec<u64>,
+    pub order: OrderChecker,
+    pub detector: Option<SpaceSaving<u32>>,
+    pub timeline: Vec<Sample>,
+    pub elapsed: Duration,
+}
+
+pub async fn run(
+    cluster: &Cluster,
+    n: &Narrator,
+    spec: RunSpec<'_>,
+) -> Result<RunOutcome, LabError> {
+    let plan = spec.plan;
+    let topic = cluster.create_topic(spec.base, plan.partitions).await?;
+    let group_name = cluster.name(spec.base);
+    let offsets = GroupOffsets::new(cluster.client(), &group_name);
+    let members = join(cluster.client(), &group_name, &topic, plan.partitions).await?;
+
+    let (clock_tx, clock_rx) = watch::channel(Clock::default());
+    let shared = Arc::new(Shared {
+        plan,
+        topic: topic.clone(),
+        order: Mutex::new(OrderChecker::new(spec.mix.tenants)),
+    });
+    let mut workers = JoinSet::new();
+    for (member, partition) in members {
+        workers.spawn(workers::run_worker(
+            Arc::clone(&shared),
+            member,
+            partition,
+            clock_rx.clone(),
+        ));
+    }
+    let detector = spec.detect.then(|| {
+        tokio::spawn(workers::run_detector(
+            cluster.client().clone(),
+            topic.clone(),
+            plan.partitions,
+            DETECTOR_COUNTERS,
+            clock_rx.clone(),
+        ))
+    });
+
+    let started = Instant::now();
+    let produced = produce(cluster.client(), n, &topic, &spec, &offsets, &clock_tx).await;
+    let (traffic, timeline) = match produced {
+        Ok(done) => done,
+        Err(e) => {
+            workers.abort_all();
+            if let Some(d) = &detector {
+                d.abort();
+            }
+            return Err(e);
+        }
+    };
+    let ends = offsets.log_ends(&topic, plan.partitions).await?;
+    let arrivals: Vec<u64> = ends.iter().map(|&e| e.max(0) as u64).collect();
+    let stored: u64 = arrivals.iter().sum();
+    if stored != plan.records {
+        workers.abort_all();
+        return Err(LabError::Broker(format!(
+            "the broker stored {stored} of the {} records sent to {topic}; some produce requests failed",
+            plan.records
+        )));
+    }
+    clock_tx.send_replace(Clock {
+        sent: plan.records,
+        final_ends: Some(Arc::new(ends)),
+    });
+
+    // Every member uses the budget the whole run gave it (or catches up), commits, and leaves.
+    let settling = n.progress(plan.partitions as u64, "members finishing");
+    let mut finished: Vec<GroupConsumer> = Vec::new();
+    while let Some(joined) = workers.join_next().await {
+        let (_, member) =
+            joined.map_err(|e| LabError::Internal(format!("a consumer task failed: {e}")))??;
+        finished.push(member);
+        settling.inc();
+    }
+    settling.finish();
+    let lag_rows = offsets.lag_rows(&topic, plan.partitions).await?;
+    for member in finished {
+        // Leaving is cleanup: the figures are already read.
+        if let Err(e) = member.close().await {
+            tracing::warn!(%e, "a member could not leave the group cleanly");
+        }
+    }
+    if cluster.embedded().is_none() {
+        offsets.delete().await;
+    }
+    let detector = match detector {
+        Some(task) => Some(
+            task.await
+                .map_err(|e| LabError::Internal(format!("the detector failed: {e}")))??,
+        ),
+        None => None,
+    };
+    let order = shared.order.lock().clone();
+    Ok(RunOutcome {
+        topic,
+        group: group_name,
+        predicted: traffic.predicted_loads(plan.partitions),
+        arrivals,
+        lag_rows,
+        sent_by_tenant: traffic.sent_by_tenant().to_vec(),
+        order,
+        detector,
+        timeline,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The members, joined, each owning exactly one partition of `topic`. They poll side by side
+/// (a JoinGroup waits for every member to rejoin), until the group is stable: one generation,
+/// one partition each, every partition owned.
+async fn join(
+    client: &Client,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<(GroupConsumer, i32)>, LabError> {
+    type Seen = Vec<Option<(i32, Vec<i32>)>>;
+    let seen: Arc<Mutex<Seen>> = Arc::new(Mutex::new(vec![None; partitions as usize]));
+    let ready = Arc::new(AtomicBool::new(false));
+    let mut tasks = JoinSet::new();
+    for index in 0..partitions as usize {
+        let mut member = workers::member(client, group, topic)?;
+        let (seen, ready) = (Arc::clone(&seen), Arc::clone(&ready));
+        tasks.spawn(async move {
+            while !ready.load(Ordering::SeqCst) {
+                member
+                    .poll()
+                    .await
+                    .map_err(|e| broker_error("joining the consumer group", &e))?;
+                let owned = member.assignment().iter().map(|tp| tp.partition).collect();
+                seen.lock()[index] = Some((member.generation().id, owned));
+            }
+            Ok::<_, LabError>(member)
+        });
+    }
+    let deadline = Instant::now() + JOIN_TIMEOUT;
+    while !stable(&seen.lock(), partitions) {
+        if Instant::now() > deadline || tasks.is_empty() {
+            tasks.abort_all();
+            return Err(LabError::Broker(format!(
+                "the {partitions} members of group {group} did not settle into one partition each \
+                 within {} s",
+                JOIN_TIMEOUT.as_secs()
+            )));
+        }
+        match tasks.try_join_next() {
+            Some(Ok(Err(e))) => {
+                tasks.abort_all();
+                return Err(e);
+            }
+            Some(Err(e)) => {
+                tasks.abort_all();
+                return Err(LabError::Internal(format!("a joining member failed: {e}")));
+            }
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ready.store(true, Ordering::SeqCst);
+    let mut members = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let member =
+            joined.map_err(|e| LabError::Internal(format!("a joining member failed: {e}")))??;
+        let partition = member
+            .assignment()
+            .first()
+            .map(|tp| tp.partition)
+            .ok_or_else(|| {
+                LabError::Broker(format!(
+                    "a member of group {group} lost its partition while joining"
+                ))
+            })?;
+        members.push((member, partition));
+    }
+    Ok(members)
+}
+
+/// One generation, one partition per member, all partitions owned.
+fn stable(seen: &[Option<(i32, Vec<i32>)>], partitions: i32) -> bool {
+    let Some(Some((generation, _))) = seen.first() else {
+        return false;
+    };
+    let mut owned: Vec<i32> = Vec::new();
+    for entry in seen {
+        match entry {
+            Some((g, parts)) if g == generation && *g >= 0 && parts.len() == 1 => {
+                owned.push(parts[0]);
+            }
+            _ => return false,
+        }
+    }
+    owned.sort_unstable();
+    owned == (0..partitions).collect::<Vec<_>>()
+}
+
+/// Sends the run's traffic tick by tick, publishing the traffic clock; redraws the live lag
+/// table on a terminal and keeps a sample of the lag per second of traffic.
+async fn produce(
+    client: &Client,
+    n: &Narrator,
+    topic: &str,
+    spec: &RunSpec<'_>,
+    offsets: &GroupOffsets,
+    clock: &watch::Sender<Clock>,
+) -> Result<(Traffic, Vec<Sample>), LabError> {
+    let plan = spec.plan;
+    // Big batches and a little linger: millions of small records in seconds.
+    let config = ProducerConfig {
+        acks: Acks::All,
+        linger: Duration::from_millis(10),
+        batch_size: 512 * 1024,
+        buffer_memory: 64 * 1024 * 1024,
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(client.clone(), config)
+        .map_err(|e| broker_error("starting the producer", &e))?;
+    let mut traffic = Traffic::new(spec.mix, spec.seed);
+    let live = n.live();
+    let mut timeline = Vec::new();
+    let tick = plan.tick_records();
+    let tick_time = Duration::from_secs(1) / TICKS_PER_SECOND as u32;
+    let start = tokio::time::Instant::now();
+    let mut sent: u64 = 0;
+    let mut next_sample = plan.rate.min(plan.records);
+    while sent < plan.records {
+        let ticks = u32::try_from(sent / tick).unwrap_or(u32::MAX);
+        tokio::time::sleep_until(start + tick_time * ticks).await;
+        let count = tick.min(plan.records - sent);
+        for _ in 0..count {
+            let draw = traffic.next_record();
+            let value = encode_seq(draw.seq);
+            producer
+                .send(ProducerRecord::new(topic).key(draw.key).value(&value))
+                .await
+                .map_err(|e| broker_error(&format!("producing to {topic}"), &e))?;
+        }
+        sent += count;
+        clock.send_replace(Clock {
+            sent,
+            final_ends: None,
+        });
+        let sample_now = sent >= next_sample || sent == plan.records;
+        if n.is_live() || sample_now {
+            let rows = offsets.lag_rows(topic, plan.partitions).await?;
+            let seconds = sent as f64 / plan.rate as f64;
+            if n.is_live() {
+                live.set_message(live_view(&rows, seconds, plan.seconds(), sent));
+            }
+            if sample_now {
+                timeline.push(Sample {
+                    seconds,
+                    lags: lags(&rows),
+                });
+                next_sample = next_sample.saturating_add(plan.rate);
+            }
+        }
+    }
+    producer.flush().await;
+    live.finish();
+    producer.close().await;
+    Ok((traffic, timeline))
+}
+
+/// The live view: where the traffic is, then the lag table with its bars and the average.
+fn live_view(rows: &[LagRow], seconds: f64, total: f64, sent: u64) -> String {
+    let (header, body) = lag_table(rows, 20).lines();
+    let mut text = format!(
+        "    traffic {seconds:.1} s of {total:.1} s, {} records sent\n    {header}\n",
+        thousands(sent)
+    );
+    for line in body {
+        text.push_str(&format!("    {line}\n"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_means_one_generation_and_one_partition_each() {
+        let one = |g: i32, p: i32| Some((g, vec![p]));
+        assert!(stable(&[one(3, 1), one(3, 0)], 2));
+        assert!(!stable(&[one(3, 1), one(2, 0)], 2), "two generations");
+        assert!(!stable(&[one(3, 1), one(3, 1)], 2), "a partition twice");
+        assert!(!stable(&[one(3, 1), None], 2), "a member not seen yet");
+        assert!(!stable(&[Some((3, vec![0, 1])), Some((3, vec![]))], 2));
+        assert!(!stable(&[one(-1, 0)], 1), "not in a generation");
+        assert!(!stable(&[], 0));
+    }
+}
