@@ -13,11 +13,16 @@ use tracing::{info, warn};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::faults::Faults;
+use crate::group::offsets_log::OffsetsLog;
 use crate::group::state::Timing;
 use crate::group::GroupCoordinator;
 use crate::producer::ProducerIds;
 use crate::state::BrokerState;
 use crate::topics::Topics;
+
+/// Committed offsets in the data directory. '@' is not allowed in topic names, so no topic's
+/// folder can collide with it.
+const OFFSETS_FILE: &str = "@consumer-offsets";
 
 /// A running broker. Dropping it stops accepting and closes every connection; `shutdown` does
 /// the same and waits until each connection task has finished.
@@ -55,7 +60,16 @@ impl Broker {
             },
             producer_ids: ProducerIds::default(),
             faults,
-            groups: GroupCoordinator::new(group_timing, shutdown.child_token()),
+            groups: {
+                let groups = GroupCoordinator::new(group_timing, shutdown.child_token());
+                match &config.data_dir {
+                    Some(dir) => {
+                        let (log, replayed) = OffsetsLog::open(&dir.join(OFFSETS_FILE))?;
+                        groups.persist_to(log, replayed)
+                    }
+                    None => groups,
+                }
+            },
             config,
         });
         let tasks = TaskTracker::new();

@@ -9,6 +9,7 @@
 pub mod member;
 pub mod messages;
 pub mod offsets;
+pub mod offsets_log;
 pub mod state;
 mod timer;
 
@@ -24,6 +25,7 @@ use messages::{
     SyncResult,
 };
 use offsets::{metadata_too_large, CommittedOffset};
+use offsets_log::{OffsetChange, OffsetsLog, ReplayedOffsets};
 use state::{Group, GroupState, Timing};
 use timer::GroupCell;
 
@@ -40,6 +42,8 @@ pub struct GroupCoordinator {
     timing: Timing,
     /// Cancelled when the broker stops: timer tasks end and parked requests are answered.
     shutdown: CancellationToken,
+    /// Where commits are written with `--data-dir`; `None` keeps them in memory only.
+    offsets_log: Option<OffsetsLog>,
 }
 
 impl GroupCoordinator {
@@ -48,7 +52,23 @@ impl GroupCoordinator {
             groups: DashMap::new(),
             timing,
             shutdown,
+            offsets_log: None,
         }
+    }
+
+    /// Keeps committed offsets in `log` from now on, starting from what it replayed: each group
+    /// comes back Empty, holding its offsets, as after a Kafka coordinator loads its partition.
+    pub fn persist_to(mut self, log: OffsetsLog, replayed: ReplayedOffsets) -> Self {
+        for (group_id, partitions) in replayed {
+            let cell = self.get_or_create(&group_id);
+            cell.read_mut(|group| {
+                for ((topic, partition), committed) in partitions {
+                    group.offsets_mut().commit(&topic, partition, committed);
+                }
+            });
+        }
+        self.offsets_log = Some(log);
+        self
     }
 
     fn get(&self, group_id: &str) -> Option<Arc<GroupCell>> {
@@ -178,23 +198,50 @@ impl GroupCoordinator {
         };
         cell.with(&self.shutdown, |group, now| {
             group.validate_offset_commit(member_id, group_instance_id, generation_id, now)?;
-            let offsets = group.offsets_mut();
-            Ok(commits
-                .into_iter()
-                .map(|commit| {
-                    let metadata = commit.metadata.unwrap_or_default();
-                    if metadata_too_large(&metadata) {
-                        return Some(ResponseError::OffsetMetadataTooLarge);
-                    }
-                    let committed = CommittedOffset {
+            let mut results = Vec::with_capacity(commits.len());
+            let mut accepted = Vec::new();
+            for commit in commits {
+                let metadata = commit.metadata.unwrap_or_default();
+                if metadata_too_large(&metadata) {
+                    results.push(Some(ResponseError::OffsetMetadataTooLarge));
+                    continue;
+                }
+                results.push(None);
+                accepted.push(OffsetChange::Commit {
+                    group: group_id.to_string(),
+                    topic: commit.topic,
+                    partition: commit.partition,
+                    committed: CommittedOffset {
                         offset: commit.offset,
                         leader_epoch: commit.leader_epoch,
                         metadata,
-                    };
-                    offsets.commit(&commit.topic, commit.partition, committed);
-                    None
-                })
-                .collect())
+                    },
+                });
+            }
+            // On disk before it is visible or acknowledged, under the group's lock so two
+            // commits of one group reach the file in the order they take effect.
+            if let Some(log) = &self.offsets_log {
+                if let Err(e) = log.append(&accepted) {
+                    tracing::error!(group = group_id, "committed offsets not written: {e}");
+                    return Ok(results
+                        .into_iter()
+                        .map(|r| r.or(Some(ResponseError::KafkaStorageError)))
+                        .collect());
+                }
+            }
+            let offsets = group.offsets_mut();
+            for change in accepted {
+                if let OffsetChange::Commit {
+                    topic,
+                    partition,
+                    committed,
+                    ..
+                } = change
+                {
+                    offsets.commit(&topic, partition, committed);
+                }
+            }
+            Ok(results)
         })
     }
 
@@ -287,6 +334,15 @@ impl GroupCoordinator {
     pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
         let cell = self.get(group_id).ok_or(ResponseError::GroupIdNotFound)?;
         cell.with(&self.shutdown, |group, _| {
+            if group.state() == GroupState::Empty {
+                if let Some(log) = &self.offsets_log {
+                    let deletion = OffsetChange::DeleteGroup {
+                        group: group_id.to_string(),
+                    };
+                    log.append(&[deletion])
+                        .map_err(|_| ResponseError::KafkaStorageError)?;
+                }
+            }
             group.delete()?;
             // Removed while the group's lock is held, so no request can see it half-deleted;
             // one that already holds the cell finds it Dead.

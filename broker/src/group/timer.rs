@@ -65,6 +65,12 @@ impl GroupCell {
     pub fn read<R>(&self, f: impl FnOnce(&Group) -> R) -> R {
         f(&self.slot.lock().group)
     }
+
+    /// Changes the group under its lock without touching timers: for state that sets no
+    /// deadline (committed offsets restored at start).
+    pub fn read_mut<R>(&self, f: impl FnOnce(&mut Group) -> R) -> R {
+        f(&mut self.slot.lock().group)
+    }
 }
 
 async fn run(cell: Arc<GroupCell>, shutdown: CancellationToken) {

@@ -209,3 +209,56 @@ async fn lag_is_log_end_minus_committed_and_the_metrics_endpoint_shows_it() {
         .await
         .starts_with("HTTP/1.1 405"));
 }
+
+#[tokio::test]
+async fn with_a_data_dir_committed_offsets_survive_a_restart_and_a_deletion_too() {
+    let dir = std::env::temp_dir().join(format!("workshop-offsets-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = BrokerConfig {
+        data_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let broker = start_broker(config.clone()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, TOPIC, 2).await;
+    let commits = [(TOPIC, 0, 40, Some("first")), (TOPIC, 1, 7, None)];
+    let response = client
+        .call(&commit_request("billing", "", -1, &commits), 8)
+        .await;
+    assert!(response
+        .topics
+        .iter()
+        .all(|t| t.partitions[0].error_code == 0));
+    let later = commit_request("billing", "", -1, &[(TOPIC, 0, 42, Some("second"))]);
+    client.call(&later, 8).await;
+    client
+        .call(&commit_request("gone", "", -1, &[(TOPIC, 1, 3, None)]), 8)
+        .await;
+    broker.shutdown().await;
+
+    let broker = start_broker(config.clone()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        fetch_offsets(&mut client, "billing", None, 7).await,
+        vec![
+            (TOPIC.into(), 0, 42, "second".into()),
+            (TOPIC.into(), 1, 7, String::new())
+        ]
+    );
+    assert_eq!(
+        describe(&mut client, "billing").await.group_state.as_str(),
+        "Empty"
+    );
+    let delete = DeleteGroupsRequest::default().with_groups_names(vec![group("gone")]);
+    assert_eq!(client.call(&delete, 2).await.results[0].error_code, 0);
+    broker.shutdown().await;
+
+    let broker = start_broker(config).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(fetch_offsets(&mut client, "gone", None, 7).await, vec![]);
+    assert_eq!(
+        fetch_offsets(&mut client, "billing", None, 7).await.len(),
+        2
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
