@@ -1,5 +1,6 @@
 //! Topic administration: create, delete, grow, describe, list offsets; and consumer groups
-//! (list, describe, committed offsets, lag, delete; in `admin/groups.rs` and `admin/lag.rs`).
+//! (list, describe, committed offsets and committing them, lag, delete; in `admin/groups.rs` and
+//! `admin/lag.rs`).
 //! Topic changes go to the controller named in a fresh Metadata answer, as Kafka requires;
 //! NOT_CONTROLLER and transient failures are retried.
 
@@ -150,14 +151,7 @@ impl Admin {
     /// Describes the named topics, or every topic when `names` is `None`, sorted by name.
     pub async fn describe_topics(&self, names: Option<&[&str]>) -> Result<Vec<TopicInfo>> {
         let snapshot = self
-            .client
-            .config()
-            .retry
-            .run(
-                "Metadata",
-                || self.client.fetch_metadata(names, false),
-                |_| {},
-            )
+            .retrying("Metadata", || self.client.fetch_metadata(names, false))
             .await?;
         let mut topics = Vec::new();
         for (name, topic) in snapshot.topics {
@@ -206,7 +200,7 @@ impl Admin {
             };
             op(conn).await
         };
-        self.client.config().retry.run(what, attempt, |_| {}).await
+        self.retrying(what, attempt).await
     }
 
     /// Kafka creates topics asynchronously; wait until metadata shows a new topic, so the
@@ -225,11 +219,17 @@ impl Admin {
                     .into()),
             }
         };
-        self.client
-            .config()
-            .retry
-            .run("topic creation", look, |_| {})
-            .await
+        self.retrying("topic creation", look).await
+    }
+
+    /// Runs `attempt` again while it fails with a retriable error, as the client's retry policy
+    /// allows.
+    async fn retrying<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.client.config().retry.run(what, attempt, |_| {}).await
     }
 
     fn timeout_ms(&self) -> i32 {

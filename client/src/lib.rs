@@ -30,6 +30,8 @@
 //! - [`consumer`]: assign, seek, positions, the fetch loop.
 //! - [`group`]: consumer groups: a member with heartbeats, rebalances, commits; assignors.
 //! - [`offsets`]: ListOffsets, shared by consumer and admin.
+//! - [`coordinator`]: FindCoordinator, for groups (consumer, admin) and transactional ids
+//!   (producer).
 //! - [`admin`]: create/delete/grow/describe topics; list/describe/delete consumer groups,
 //!   their committed offsets and lag.
 //! - [`retry`]: the backoff policy.
@@ -38,6 +40,7 @@ pub mod admin;
 pub mod client;
 pub mod connection;
 pub mod consumer;
+pub mod coordinator;
 pub mod error;
 pub mod group;
 pub mod metadata;

@@ -2,59 +2,24 @@
 //! broker and a group member of known identity, so the kafka-consumer-groups.sh output can be
 //! compared character for character.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use broker::{Broker, BrokerConfig};
+use broker::Broker;
 use client::{Client, ClientConfig, GroupConfig, GroupConsumer, OffsetReset, TopicPartition};
+use support::{broker, client, Run};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// The binary with `args`, no input, pointed at `addr`.
+/// The binary with `args` and `stdin`, pointed at `addr`.
 async fn cli(addr: SocketAddr, args: &[&str], stdin: &str) -> Run {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let stdin = stdin.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_client"))
-            .args(&args)
-            .env("KAFKA_BOOTSTRAP", addr.to_string())
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary runs");
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    })
-    .await
-    .unwrap()
+    client(Some(addr), args, stdin).await
 }
 
 /// A broker with "orders" (3 partitions) holding 5, 7 and 9 records.
 async fn broker_with_orders() -> Broker {
-    let b = Broker::start(BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..BrokerConfig::default()
-    })
-    .await
-    .unwrap();
+    let b = broker().await;
     let run = cli(b.addr(), &["topics", "create", "orders", "-p", "3"], "").await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     for (p, n) in [5, 7, 9].into_iter().enumerate() {

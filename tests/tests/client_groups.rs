@@ -421,3 +421,53 @@ async fn more_partitions_make_the_group_rebalance_and_assign_them() {
     b.stop().await.close().await.unwrap();
     broker.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn admin_commits_for_a_group_without_members_and_answers_per_partition() {
+    let broker = broker().await;
+    let client = connect(broker.addr()).await;
+    create_topic(&client, TOPIC, 3).await;
+    produce_each(broker.addr(), TOPIC, &[5, 7, 9]).await;
+    let admin = Admin::new(client.clone());
+    let tp = |p: i32| TopicPartition::new(TOPIC, p);
+    let codes = |results: Vec<(TopicPartition, Result<(), client::ServerError>)>| {
+        results
+            .into_iter()
+            .map(|(tp, r)| (tp.partition, r.err().map(|e| e.code)))
+            .collect::<Vec<_>>()
+    };
+
+    // No group yet: generation -1 and no member id create it; an unknown partition fails alone.
+    let offsets = BTreeMap::from([(tp(0), 2), (tp(1), 7), (tp(9), 1)]);
+    let results = admin.commit_offsets("offline", &offsets).await.unwrap();
+    assert_eq!(codes(results), vec![(0, None), (1, None), (9, Some(3))]);
+    let committed = admin.list_group_offsets("offline", None).await.unwrap();
+    assert_eq!(
+        committed,
+        BTreeMap::from([(tp(0), Some(2)), (tp(1), Some(7))])
+    );
+
+    // A group with a member refuses a commit from outside it, partition by partition.
+    let mut a = Running::start(member(&client, config("offline", "range")));
+    a.owns(3).await;
+    let moved = BTreeMap::from([(tp(0), 4), (tp(2), 4)]);
+    let results = admin.commit_offsets("offline", &moved).await.unwrap();
+    let refused = &results[0].1.as_ref().unwrap_err();
+    assert_eq!(refused.topic.as_deref(), Some(TOPIC));
+    assert!(refused.to_string().contains("offline"), "{refused}");
+    assert_eq!(codes(results), vec![(0, Some(25)), (2, Some(25))]);
+    let member = a.stop().await;
+    assert_eq!(
+        admin.list_group_offsets("offline", None).await.unwrap()[&tp(0)],
+        Some(2)
+    );
+
+    // Empty again once the member has left: the admin commit goes through.
+    member.close().await.unwrap();
+    let results = admin.commit_offsets("offline", &moved).await.unwrap();
+    assert_eq!(codes(results), vec![(0, None), (2, None)]);
+    let committed = admin.list_group_offsets("offline", None).await.unwrap();
+    assert_eq!(committed[&tp(0)], Some(4));
+    assert_eq!(committed[&tp(2)], Some(4));
+    broker.shutdown().await;
+}

@@ -4,9 +4,9 @@
 //!
 //! Against a cluster the lab talks only through public Kafka APIs (our client), and what it
 //! creates gets a unique name: a topic asked for as `payments` becomes `payments-<run id>`, so
-//! runs on a shared cluster never collide, and [`Cluster::close`] deletes it again. On the
-//! embedded broker, which lives only as long as the lab, names stay as asked, which keeps the
-//! narration readable.
+//! runs on a shared cluster never collide, and [`Cluster::close`] deletes it again; so does a
+//! consumer group named with [`Cluster::group`]. On the embedded broker, which lives only as long
+//! as the lab, names stay as asked, which keeps the narration readable.
 //!
 //! Labs are synchronous ([`crate::lab::Lab::run`]) and the client is async: a lab makes a
 //! [`runtime`], and runs its phases with `block_on`. Cleanup is async too, so a lab ends with
@@ -54,7 +54,9 @@ pub struct Cluster {
     /// The suffix of every name under `--bootstrap`; `None` on the embedded broker.
     run_id: Option<String>,
     /// Topics to delete at the end.
-    created: Mutex<Vec<String>>,
+    topics: Mutex<Vec<String>>,
+    /// Consumer groups to delete at the end, after the topics.
+    groups: Mutex<Vec<String>>,
 }
 
 impl Cluster {
@@ -85,7 +87,8 @@ impl Cluster {
             addr,
             embedded,
             run_id,
-            created: Mutex::new(Vec::new()),
+            topics: Mutex::new(Vec::new()),
+            groups: Mutex::new(Vec::new()),
         })
     }
 
@@ -135,8 +138,20 @@ impl Cluster {
             .create_topic(&NewTopic::new(name.clone(), partitions))
             .await
             .map_err(|e| broker_error(&format!("creating topic {name}"), &e))?;
-        lock(&self.created).push(name.clone());
+        lock(&self.topics).push(name.clone());
         Ok(name)
+    }
+
+    /// The name of the consumer group the lab calls `base` (see [`name`](Self::name)), recorded
+    /// so that [`close`](Self::close) deletes it. A group comes into being when a member joins
+    /// or an offset is committed for it, so there is nothing to create here.
+    pub fn group(&self, base: &str) -> String {
+        let name = self.name(base);
+        let mut groups = lock(&self.groups);
+        if !groups.contains(&name) {
+            groups.push(name.clone());
+        }
+        name
     }
 
     /// Grows a topic with CreatePartitions and waits until metadata shows the new count, so
@@ -211,19 +226,56 @@ impl Cluster {
         Ok(records)
     }
 
-    /// Deletes what the lab created and stops the embedded broker. Best effort: a lab that
-    /// reached its verdict keeps it even if cleanup fails, so a failure is only logged.
+    /// Deletes what the lab created, topics then groups, and stops the embedded broker. Best
+    /// effort: a lab that reached its verdict keeps it even if cleanup fails, so a failure is
+    /// only logged.
     pub async fn close(self) {
-        let names = std::mem::take(&mut *lock(&self.created));
+        let topics = std::mem::take(&mut *lock(&self.topics));
+        let groups = std::mem::take(&mut *lock(&self.groups));
         // The embedded broker goes away with everything on it; only a cluster needs cleaning.
-        if self.embedded.is_none() && !names.is_empty() {
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            if let Err(e) = self.admin.delete_topics(&names).await {
-                tracing::warn!(%e, topics = ?names, "could not delete the lab's topics");
-            }
+        if self.embedded.is_none() {
+            self.delete_topics(&topics).await;
+            self.delete_groups(&groups).await;
         }
         if let Some(broker) = self.embedded {
             broker.shutdown().await;
+        }
+    }
+
+    async fn delete_topics(&self, names: &[String]) {
+        if names.is_empty() {
+            return;
+        }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        if let Err(e) = self.admin.delete_topics(&names).await {
+            tracing::warn!(%e, topics = ?names, "could not delete the lab's topics");
+        }
+    }
+
+    /// Only empty groups can be deleted. A group that was never joined nor committed to (a lab
+    /// that failed early) does not exist, which is fine; one that still has a member (a lab that
+    /// failed before its members left) stays until its offsets expire, which is worth a warning.
+    async fn delete_groups(&self, names: &[String]) {
+        if names.is_empty() {
+            return;
+        }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let results = match self.admin.delete_groups(&names).await {
+            Ok(results) => results,
+            Err(e) => {
+                tracing::error!(%e, groups = ?names, "could not delete the lab's groups");
+                return;
+            }
+        };
+        for (group, result) in results {
+            let Err(e) = result else { continue };
+            match e.name().as_str() {
+                "GROUP_ID_NOT_FOUND" => {}
+                "NON_EMPTY_GROUP" => {
+                    tracing::warn!(%group, %e, "the lab's group still has members; not deleted")
+                }
+                _ => tracing::error!(%group, %e, "could not delete the lab's group"),
+            }
         }
     }
 }
@@ -284,6 +336,7 @@ mod tests {
             .block_on(Cluster::open(&Target::Embedded, "test"))
             .unwrap();
         assert_eq!(cluster.name("payments"), "payments");
+        assert_eq!(cluster.group("billing"), "billing");
         assert!(cluster.embedded().is_some());
         let bootstrap = Target::Bootstrap(cluster.addr().to_string());
         let remote = rt.block_on(Cluster::open(&bootstrap, "test")).unwrap();
@@ -303,9 +356,30 @@ mod tests {
         let records = rt.block_on(remote.read_topic(&topic)).unwrap();
         assert_eq!(records.len(), 3);
         assert!(records.values().all(Vec::is_empty));
+
+        // So are its groups, after the topics; a group that never came into being is no error.
+        let group = remote.group("billing");
+        assert!(
+            group.starts_with("billing-") && group != "billing",
+            "{group}"
+        );
+        assert_eq!(remote.group("billing"), group);
+        let never_joined = remote.group("never-joined");
+        let offsets = BTreeMap::from([(TopicPartition::new(topic.clone(), 0), 0)]);
+        let committed = rt.block_on(remote.admin().commit_offsets(&group, &offsets));
+        assert!(committed.unwrap().iter().all(|(_, r)| r.is_ok()));
+        let groups = rt.block_on(cluster.admin().list_groups(&[])).unwrap();
+        assert!(groups.iter().any(|g| g.group_id == group), "{groups:?}");
         rt.block_on(remote.close());
         let left = rt.block_on(cluster.admin().list_topics()).unwrap();
         assert!(!left.contains(&topic), "{left:?}");
+        let groups = rt.block_on(cluster.admin().list_groups(&[])).unwrap();
+        assert!(
+            groups
+                .iter()
+                .all(|g| g.group_id != group && g.group_id != never_joined),
+            "{groups:?}"
+        );
         rt.block_on(cluster.close());
     }
 

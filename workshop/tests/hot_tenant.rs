@@ -10,22 +10,11 @@ mod support;
 
 use protocol::partitioner::partition_for_key;
 use serde_json::{json, Value};
-use support::BrokerProcess;
-use workshop::{LabReport, Outcome};
+use support::{run_json, BrokerProcess};
+use workshop::LabReport;
 
 fn run(args: &[&str]) -> LabReport {
-    let args = ["hot-tenant", "--json", "--check"]
-        .iter()
-        .chain(args)
-        .copied();
-    match workshop::run(args) {
-        Ok(Outcome::Lab { report, json }) => {
-            assert!(json);
-            report
-        }
-        Ok(Outcome::List(_)) => panic!("a lab run listed the labs"),
-        Err(e) => panic!("the lab failed: {e}"),
-    }
+    run_json("hot-tenant", args)
 }
 
 /// The report as a machine reads it: parsed back from the JSON document.

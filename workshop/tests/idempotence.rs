@@ -4,21 +4,17 @@
 //! duplicate without idempotence and none with it, every re-send and every restart is one
 //! duplicate, and the partition change moves exactly the keys Kafka's partitioner moves.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::sync::OnceLock;
 
 use protocol::partitioner::partition_for_key;
 use serde_json::Value;
-use workshop::{LabReport, Outcome, RunError};
+use support::{run_lab, BrokerProcess};
+use workshop::{LabReport, RunError};
 
 fn run(args: &[&str]) -> Result<LabReport, RunError> {
-    let args = ["idempotence", "--check"].iter().chain(args).copied();
-    match workshop::run(args)? {
-        Outcome::Lab { report, .. } => Ok(report),
-        Outcome::List(_) => panic!("a lab run listed the labs"),
-    }
+    run_lab("idempotence", args)
 }
 
 /// The default run, once for all tests that read it.
@@ -178,63 +174,6 @@ fn impossible_settings_are_one_line_errors() {
         let err = run(args).unwrap_err().to_string();
         assert!(!err.contains('\n'), "{err}");
     }
-}
-
-/// A broker binary started on 127.0.0.1:0, killed (by its PID) when dropped.
-struct BrokerProcess {
-    child: Child,
-    addr: String,
-}
-
-impl BrokerProcess {
-    fn start() -> Self {
-        let mut child = Command::new(broker_binary())
-            .args(["--listen", "127.0.0.1:0"])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the broker binary starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut first = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut first)
-            .expect("the broker prints its address");
-        // `broker listening on ADDR`: the address is the last word.
-        let addr = first
-            .split_whitespace()
-            .last()
-            .unwrap_or_else(|| panic!("no address in {first:?}"))
-            .to_string();
-        BrokerProcess { child, addr }
-    }
-}
-
-impl Drop for BrokerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `target/debug/broker` next to this test's own binary (`target/debug/deps/...`), built
-/// first if this test run did not build it.
-fn broker_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("tests run from target/<profile>/deps");
-    let binary = dir.join(format!("broker{}", std::env::consts::EXE_SUFFIX));
-    if !binary.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "broker", "--bin", "broker"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "cargo build -p broker failed");
-    }
-    binary
 }
 
 #[test]

@@ -5,29 +5,20 @@
 //! move, recomputed here from Kafka's partitioner, the store's line, the broker's refusal), and
 //! the phenomenon itself: violations after the increase, none after either fix.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::process::Command;
 use std::sync::OnceLock;
 
 use protocol::partitioner::partition_for_key;
 use serde_json::Value;
-use workshop::{LabReport, Outcome};
+use support::{run_json, workspace_binary, BrokerProcess};
+use workshop::LabReport;
 
 const SEED_LINE: &str = "ERROR aggregate not found: order 8842 (expected version 6, store empty)";
 
 fn run(args: &[&str]) -> LabReport {
-    let args = ["partitions", "--json", "--check"]
-        .iter()
-        .chain(args)
-        .copied();
-    match workshop::run(args) {
-        Ok(Outcome::Lab { report, json }) => {
-            assert!(json);
-            report
-        }
-        Ok(Outcome::List(_)) => panic!("a lab run listed the labs"),
-        Err(e) => panic!("the lab failed: {e}"),
-    }
+    run_json("partitions", args)
 }
 
 /// The default run, once for all tests: parsed back from the JSON document, as a machine reads it.
@@ -149,21 +140,6 @@ fn the_same_seed_gives_the_same_figures() {
     assert_eq!(json["figures"], again["figures"]);
 }
 
-/// A binary of the workspace (`broker`, `client`), as a user would start it: built (or found
-/// up to date) by cargo first, since `cargo test -p workshop` builds only the workshop's own.
-fn workspace_binary(package: &str) -> std::path::PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--quiet", "-p", package, "--bin", package])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "cargo build -p {package} failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("debug").join(package)
-}
-
 #[test]
 fn client_partition_agrees_with_the_lab_on_every_key() {
     let (_, json) = default_run();
@@ -210,35 +186,10 @@ fn client_partition_agrees_with_the_lab_on_every_key() {
     assert_eq!(f["keys_moved"].as_u64(), Some(moved as u64));
 }
 
-/// Kills the broker even when an assertion fails.
-struct BrokerProcess(Child);
-
-impl Drop for BrokerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn with_bootstrap_the_lab_runs_against_a_separate_broker_and_cleans_up() {
-    let mut child = Command::new(workspace_binary("broker"))
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the broker binary starts");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let broker = BrokerProcess(child);
-    let mut first = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut first)
-        .expect("the broker prints its address");
-    let addr = first
-        .split_whitespace()
-        .last()
-        .expect("an address")
-        .to_string();
+    let broker = BrokerProcess::start();
+    let addr = broker.addr.clone();
 
     let report = run(&["--bootstrap", &addr]);
     let json: Value = serde_json::from_str(&report.to_json()).unwrap();

@@ -2,17 +2,16 @@
 //! ranges LABS.md gives, and the verdict. Lookup times are reported by the lab but never
 //! asserted here: timing belongs in benchmarks.
 
+mod support;
+
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use workshop::{LabReport, Outcome, RunError};
+use support::run_lab;
+use workshop::{LabReport, RunError};
 
 fn run(args: &[&str]) -> Result<LabReport, RunError> {
-    let args = ["rehash", "--check"].iter().chain(args).copied();
-    match workshop::run(args)? {
-        Outcome::Lab { report, .. } => Ok(report),
-        Outcome::List(_) => panic!("a lab run listed the labs"),
-    }
+    run_lab("rehash", args)
 }
 
 /// The default run (200,000 keys, 4 to 5 nodes, the default seed), computed once for all tests.

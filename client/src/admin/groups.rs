@@ -1,6 +1,6 @@
 //! Consumer group administration, as Kafka's admin client does it: ListGroups on every broker,
-//! DescribeGroups and OffsetFetch at each group's coordinator (assignments decoded from the
-//! bytes the leader sent), DeleteGroups.
+//! DescribeGroups, OffsetFetch and OffsetCommit at each group's coordinator (assignments decoded
+//! from the bytes the leader sent), DeleteGroups.
 
 use std::collections::BTreeMap;
 
@@ -9,12 +9,13 @@ use kafka_protocol::messages::{
     ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use super::Admin;
 use crate::consumer::TopicPartition;
 use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::group::coordinator::Coordinator;
-use crate::group::offsets::{fetch_committed, CommittedOffsets};
+use crate::group::offsets::{commit_once, fetch_committed, CommitAs, CommittedOffsets};
 use crate::group::protocol::{decode_assignment, PROTOCOL_TYPE};
 use crate::group::requests::group_id;
 use crate::metadata::BrokerInfo;
@@ -115,12 +116,7 @@ impl Admin {
                 let resp = conn.call(|v| list_request(states, v)).await?;
                 Ok(list_answer(resp)?)
             };
-            let listed = self
-                .client()
-                .config()
-                .retry
-                .run("ListGroups", attempt, |_| {})
-                .await?;
+            let listed = self.retrying("ListGroups", attempt).await?;
             for g in listed {
                 out.insert(g.group_id.clone(), g);
             }
@@ -142,11 +138,7 @@ impl Admin {
                 })?;
             describe_answer(resp, group, node, &coordinator)
         };
-        self.client()
-            .config()
-            .retry
-            .run("DescribeGroups", attempt, |_| {})
-            .await
+        self.retrying("DescribeGroups", attempt).await
     }
 
     /// The group's committed offsets: for `partitions`, or (`None`) every partition it committed.
@@ -156,6 +148,41 @@ impl Admin {
         partitions: Option<&[TopicPartition]>,
     ) -> Result<CommittedOffsets> {
         fetch_committed(&Coordinator::sharing(self.client(), group), partitions).await
+    }
+
+    /// Commits `offsets` (partition, next offset to read) for a group with no active members, as
+    /// Kafka's `alterConsumerGroupOffsets` does: OffsetCommit with generation -1 and no member
+    /// id. One answer per partition, in partition order: a group with members refuses every
+    /// partition (UNKNOWN_MEMBER_ID), an unknown partition fails alone. A coordinator that moved
+    /// or is loading is retried, as Kafka's admin retries it.
+    pub async fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<Vec<(TopicPartition, Result<(), ServerError>)>> {
+        let coordinator = Coordinator::sharing(self.client(), group);
+        let attempt = || async {
+            let refused = commit_once(&coordinator, &CommitAs::NOBODY, offsets).await?;
+            let loading = ResponseError::CoordinatorLoadInProgress.code();
+            if refused.iter().any(|(_, code)| *code == loading) {
+                return Err(Error::from(ServerError::new(loading)));
+            }
+            Ok(refused)
+        };
+        let refused = self.retrying("OffsetCommit", attempt).await?;
+        Ok(offsets
+            .keys()
+            .map(|tp| {
+                let result = match refused.iter().find(|(r, _)| r == tp) {
+                    None => Ok(()),
+                    Some((_, code)) => Err(ServerError::new(*code)
+                        .topic(tp.topic.clone())
+                        .partition(tp.partition)
+                        .message(Some(format!("committing for group {group}")))),
+                };
+                (tp.clone(), result)
+            })
+            .collect())
     }
 
     /// Deletes groups (only Empty ones can go: NON_EMPTY_GROUP otherwise), one answer each.
@@ -188,12 +215,7 @@ impl Admin {
                     result => Ok(result.map_err(|e| e.message(Some(format!("group {group}"))))),
                 }
             };
-            let result = self
-                .client()
-                .config()
-                .retry
-                .run("DeleteGroups", attempt, |_| {})
-                .await?;
+            let result = self.retrying("DeleteGroups", attempt).await?;
             out.push((group.to_string(), result));
         }
         Ok(out)

@@ -482,22 +482,9 @@ mod tests {
         Consumer::new(client, config)
     }
 
-    fn batches(base: i64, count: usize) -> Vec<crate::record::FetchedBatch> {
-        use crate::record::{BatchBuilder, Compression, FetchedBatch, ProducerIdentity};
-        let mut b = BatchBuilder::new(1 << 16);
-        for _ in 0..count {
-            assert!(b.try_append(0, None, Some(b"v"), &[]));
-        }
-        let mut bytes = bytes::BytesMut::from(
-            &b.finish(Compression::None, ProducerIdentity::NONE).unwrap()[..],
-        );
-        protocol::batch::set_base_offset(&mut bytes, base);
-        FetchedBatch::split(bytes.freeze(), "t", 0).unwrap()
-    }
-
     fn data(base: i64, count: usize, hw: i64) -> Outcome {
         Outcome::Data {
-            batches: batches(base, count),
+            batches: crate::record::fetched::test_batches("t", 0, base, count),
             high_watermark: hw,
             log_start: 0,
         }

@@ -91,23 +91,15 @@ impl RecordBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{BatchBuilder, Compression, FetchedBatch, ProducerIdentity};
+    use crate::record::fetched::test_batches;
 
     fn fetched(partition: i32, base: i64, count: usize) -> PartitionRecords {
-        let mut b = BatchBuilder::new(1 << 16);
-        for _ in 0..count {
-            assert!(b.try_append(0, None, Some(b"v"), &[]));
-        }
-        let mut bytes = bytes::BytesMut::from(
-            &b.finish(Compression::None, ProducerIdentity::NONE).unwrap()[..],
-        );
-        protocol::batch::set_base_offset(&mut bytes, base);
         PartitionRecords {
             topic: "t".into(),
             partition,
             high_watermark: base + count as i64,
             from_offset: base,
-            batches: FetchedBatch::split(bytes.freeze(), "t", partition).unwrap(),
+            batches: test_batches("t", partition, base, count),
         }
     }
 

@@ -11,19 +11,15 @@ use kafka_protocol::protocol::Request;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
-use super::requests::{find_coordinator_answer, find_coordinator_request};
 use crate::client::Client;
 use crate::connection::BrokerConnection;
+use crate::coordinator::KeyType;
 use crate::error::{Error, Result, ServerError};
 use crate::metadata::BrokerInfo;
 
 /// Asks any broker which one coordinates `group`, retrying while none is available yet.
 pub async fn find_coordinator(client: &Client, group: &str) -> Result<BrokerInfo> {
-    let attempt = || async {
-        let conn = client.any_connection().await?;
-        let resp = conn.call(|v| find_coordinator_request(group, v)).await?;
-        Ok(find_coordinator_answer(resp, group)?)
-    };
+    let attempt = || crate::coordinator::find_coordinator(client, KeyType::Group, group);
     client
         .config()
         .retry

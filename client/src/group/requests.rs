@@ -1,5 +1,6 @@
-//! The membership APIs, request by version and answer by meaning: FindCoordinator, JoinGroup,
-//! SyncGroup, Heartbeat, LeaveGroup. No I/O here; [`super::coordinator`] sends them.
+//! The membership APIs, request by version and answer by meaning: JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup (FindCoordinator is in [`crate::coordinator`], shared with the
+//! producer). No I/O here; [`super::coordinator`] sends them.
 //!
 //! Each builder fills only the fields of the version it is given: the crate refuses to encode a
 //! field a version lacks.
@@ -9,15 +10,14 @@ use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
+    GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::protocol::PROTOCOL_TYPE;
 use crate::error::ServerError;
-use crate::metadata::BrokerInfo;
 
 pub(crate) fn group_id(group: &str) -> GroupId {
     GroupId(StrBytes::from_string(group.to_string()))
@@ -25,50 +25,6 @@ pub(crate) fn group_id(group: &str) -> GroupId {
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
-}
-
-/// FindCoordinator for a consumer group (key type 0); v4 asks in a batch of keys.
-pub fn find_coordinator_request(group: &str, version: i16) -> FindCoordinatorRequest {
-    let req = FindCoordinatorRequest::default();
-    if version >= 4 {
-        req.with_coordinator_keys(vec![text(group)])
-    } else {
-        req.with_key(text(group))
-    }
-}
-
-/// The coordinator a FindCoordinator answer names, from the top-level fields (v0-3) or the
-/// batch entry for `group` (v4+).
-pub fn find_coordinator_answer(
-    resp: FindCoordinatorResponse,
-    group: &str,
-) -> Result<BrokerInfo, ServerError> {
-    let (code, message, id, host, port) = match resp.coordinators.into_iter().next() {
-        Some(c) => (c.error_code, c.error_message, c.node_id, c.host, c.port),
-        None => (
-            resp.error_code,
-            resp.error_message,
-            resp.node_id,
-            resp.host,
-            resp.port,
-        ),
-    };
-    if code != 0 {
-        return Err(ServerError::new(code)
-            .message(message.map(|m| format!("finding the coordinator of group {group}: {m}"))));
-    }
-    if id.0 < 0 || host.is_empty() {
-        return Err(
-            ServerError::new(ResponseError::CoordinatorNotAvailable.code())
-                .message(Some(format!("no coordinator named for group {group}"))),
-        );
-    }
-    Ok(BrokerInfo {
-        id: id.0,
-        host: host.to_string(),
-        port,
-        rack: None,
-    })
 }
 
 /// What a member sends in JoinGroup.
@@ -296,9 +252,8 @@ pub fn leave_answer(resp: LeaveGroupResponse) -> Result<(), ServerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    use crate::coordinator::KeyType;
     use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
-    use kafka_protocol::messages::BrokerId;
     use kafka_protocol::protocol::Encodable;
 
     fn encodes<T: Encodable>(req: &T, versions: std::ops::RangeInclusive<i16>) {
@@ -312,7 +267,8 @@ mod tests {
     #[test]
     fn every_request_encodes_at_every_version_we_speak() {
         for v in 0..=4 {
-            encodes(&find_coordinator_request("g", v), v..=v);
+            let find = crate::coordinator::find_coordinator_request(KeyType::Group, "g", v);
+            encodes(&find.unwrap(), v..=v);
         }
         let params = JoinParams {
             group: "g",
@@ -350,28 +306,6 @@ mod tests {
             join_request(&params, 5).group_instance_id.unwrap().as_str(),
             "i-1"
         );
-    }
-
-    #[test]
-    fn coordinators_are_read_from_either_shape() {
-        let old = FindCoordinatorResponse::default()
-            .with_node_id(BrokerId(1))
-            .with_host(text("h"))
-            .with_port(9092);
-        assert_eq!(find_coordinator_answer(old, "g").unwrap().addr(), "h:9092");
-        let new =
-            FindCoordinatorResponse::default().with_coordinators(vec![Coordinator::default()
-                .with_key(text("g"))
-                .with_node_id(BrokerId(2))
-                .with_host(text("h2"))
-                .with_port(1)]);
-        assert_eq!(find_coordinator_answer(new, "g").unwrap().id, 2);
-        let err = FindCoordinatorResponse::default().with_error_code(15);
-        assert_eq!(find_coordinator_answer(err, "g").unwrap_err().code, 15);
-        let nobody = FindCoordinatorResponse::default().with_node_id(BrokerId(-1));
-        assert!(find_coordinator_answer(nobody, "g")
-            .unwrap_err()
-            .is_retriable());
     }
 
     #[test]

@@ -8,14 +8,13 @@
 //! shuts out a zombie instance that came back after its replacement started.
 
 use kafka_protocol::messages::{
-    FindCoordinatorRequest, InitProducerIdRequest, InitProducerIdResponse, ProducerId,
-    TransactionalId,
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
 };
-use kafka_protocol::protocol::{Request, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::client::Client;
-use crate::connection::BrokerConnection;
+use crate::coordinator::{find_coordinator, KeyType};
 use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::retry::RetryPolicy;
 
@@ -29,9 +28,6 @@ pub struct ProducerIdAndEpoch {
 /// Kafka's `transaction.timeout.ms` default. Brokers check it against their maximum even though
 /// this producer never opens a transaction.
 const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
-
-/// FindCoordinator's key type for transactional ids (0 is consumer groups).
-const TRANSACTION_COORDINATOR: i8 = 1;
 
 /// Asks for a producer id (and, with a transactional id, the next epoch), retrying what Kafka's
 /// producer retries: unreachable brokers and coordinators that are moving or loading.
@@ -58,7 +54,12 @@ pub async fn init_producer_id(
 
 async fn try_init(client: &Client, transactional_id: Option<&str>) -> Result<ProducerIdAndEpoch> {
     let conn = match transactional_id {
-        Some(id) => transaction_coordinator(client, id).await?,
+        // InitProducerId with a transactional id must go to the broker that owns the id's state
+        // (NOT_COORDINATOR elsewhere); a single broker is its own coordinator.
+        Some(id) => {
+            let node = find_coordinator(client, KeyType::Transaction, id).await?;
+            client.broker(node.id).await?
+        }
         // Kafka's producer asks the least loaded broker; any broker can allocate an id.
         None => client.any_connection().await?,
     };
@@ -116,40 +117,6 @@ fn init_is_retriable(err: &Error) -> bool {
             .is_some_and(|e| e.is(ResponseError::ConcurrentTransactions))
 }
 
-/// The broker that owns the transactional id's state. InitProducerId with a transactional id
-/// must go there (NOT_COORDINATOR elsewhere); a single broker is its own coordinator.
-async fn transaction_coordinator(
-    client: &Client,
-    transactional_id: &str,
-) -> Result<std::sync::Arc<BrokerConnection>> {
-    let conn = client.any_connection().await?;
-    let version = conn.version(<FindCoordinatorRequest as Request>::KEY)?;
-    if version < 1 {
-        // v0 has no key type, so it can only find group coordinators.
-        return Err(ProtocolError::UnsupportedVersion {
-            api: "FindCoordinator",
-            broker: Some((0, 0)),
-            client: (1, 4),
-        }
-        .into());
-    }
-    let key = StrBytes::from_string(transactional_id.to_string());
-    let mut req = FindCoordinatorRequest::default().with_key_type(TRANSACTION_COORDINATOR);
-    if version >= 4 {
-        req.coordinator_keys = vec![key];
-    } else {
-        req.key = key;
-    }
-    let resp = conn.call(|_| req).await?;
-    let (code, node) = match resp.coordinators.first() {
-        Some(c) if version >= 4 => (c.error_code, c.node_id.0),
-        _ => (resp.error_code, resp.node_id.0),
-    };
-    ServerError::check(code)
-        .map_err(|e| e.message(Some(format!("transactional id {transactional_id}"))))?;
-    client.broker(node).await
-}
-
 /// How the producer must take an error answer to one of its idempotent batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchErrorKind {
@@ -203,12 +170,9 @@ mod tests {
         }
         assert_eq!(request(None).transactional_id, None);
         for v in 1..=4 {
-            let mut req = FindCoordinatorRequest::default().with_key_type(1);
-            if v >= 4 {
-                req.coordinator_keys = vec![StrBytes::from_static_str("t")];
-            } else {
-                req.key = StrBytes::from_static_str("t");
-            }
+            let req =
+                crate::coordinator::find_coordinator_request(KeyType::Transaction, "t", v).unwrap();
+            assert_eq!(req.key_type, 1);
             req.encode(&mut bytes::BytesMut::new(), v).unwrap();
         }
     }

@@ -199,6 +199,26 @@ impl PartitionRecords {
     }
 }
 
+/// One batch of `count` records (value "v") from offset `base`, as a fetch hands it over: what
+/// the consumer's and the group's unit tests feed to the code they test.
+#[cfg(test)]
+pub(crate) fn test_batches(
+    topic: &str,
+    partition: i32,
+    base: i64,
+    count: usize,
+) -> Vec<FetchedBatch> {
+    use crate::record::batch::{BatchBuilder, ProducerIdentity};
+    let mut b = BatchBuilder::new(1 << 16);
+    for _ in 0..count {
+        assert!(b.try_append(0, None, Some(b"v"), &[]));
+    }
+    let mut bytes =
+        bytes::BytesMut::from(&b.finish(Compression::None, ProducerIdentity::NONE).unwrap()[..]);
+    protocol::batch::set_base_offset(&mut bytes, base);
+    FetchedBatch::split(bytes.freeze(), topic, partition).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

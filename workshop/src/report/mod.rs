@@ -8,6 +8,7 @@ mod table;
 
 use serde::Serialize;
 
+use crate::lab::LabError;
 pub use lag::{lag_table, max_and_average, LagRow};
 pub use narrator::{Narrator, Phase, Progress, Summary};
 pub use table::{Align, Table};
@@ -28,6 +29,23 @@ pub struct LabReport {
 }
 
 impl LabReport {
+    /// The report of lab `lab`, with its `figures` encoded as the JSON document's figures.
+    pub fn new(
+        lab: &'static str,
+        expected: String,
+        shown: bool,
+        figures: &impl Serialize,
+    ) -> Result<Self, LabError> {
+        let figures = serde_json::to_value(figures)
+            .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?;
+        Ok(LabReport {
+            lab,
+            expected,
+            shown,
+            figures,
+        })
+    }
+
     /// The exit code of the verdict: 0 when the phenomenon appeared, 1 when it did not.
     pub fn exit_code(&self) -> u8 {
         if self.shown {
@@ -116,6 +134,13 @@ mod tests {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(7), "7");
+        assert_eq!(thousands(200_000), "200,000");
         assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

@@ -1,9 +1,38 @@
-//! Shared by the workshop's integration tests: the broker binary, started as a user would
-//! start it, for the `--bootstrap` runs (the lab then sees it as any Kafka cluster).
+//! Shared by the workshop's integration tests: a lab run in-process, the workspace's binaries as a
+//! user would run them, and the broker binary started for the `--bootstrap` runs (the lab then
+//! sees it as any Kafka cluster).
+// Each test binary uses its own part of this.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+
+use workshop::{LabReport, Outcome, RunError};
+
+/// `workshop <lab> --check <args>`, in-process: the lab's report, or why it reached none.
+pub fn run_lab(lab: &str, args: &[&str]) -> Result<LabReport, RunError> {
+    let args = [lab, "--check"].into_iter().chain(args.iter().copied());
+    match workshop::run(args)? {
+        Outcome::Lab { report, .. } => Ok(report),
+        Outcome::List(_) => panic!("a lab run listed the labs"),
+    }
+}
+
+/// `workshop <lab> --json --check <args>`, in-process; the lab must reach its report.
+pub fn run_json(lab: &str, args: &[&str]) -> LabReport {
+    let args = [lab, "--json", "--check"]
+        .into_iter()
+        .chain(args.iter().copied());
+    match workshop::run(args) {
+        Ok(Outcome::Lab { report, json }) => {
+            assert!(json);
+            report
+        }
+        Ok(Outcome::List(_)) => panic!("a lab run listed the labs"),
+        Err(e) => panic!("the lab failed: {e}"),
+    }
+}
 
 /// `broker --listen 127.0.0.1:0`, killed by its PID when dropped (also when an assertion fails).
 pub struct BrokerProcess {
@@ -14,8 +43,10 @@ pub struct BrokerProcess {
 
 impl BrokerProcess {
     pub fn start() -> Self {
-        let mut child = Command::new(broker_binary())
+        let mut child = Command::new(workspace_binary("broker"))
             .args(["--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -25,6 +56,7 @@ impl BrokerProcess {
         BufReader::new(stdout)
             .read_line(&mut first)
             .expect("the broker prints its address");
+        // `broker listening on ADDR`: the address is the last word.
         let addr = first
             .split_whitespace()
             .last()
@@ -41,21 +73,28 @@ impl Drop for BrokerProcess {
     }
 }
 
-/// `target/<profile>/broker` next to this test's own binary (`target/<profile>/deps/...`), built
-/// first if this test run did not build it.
-fn broker_binary() -> PathBuf {
+/// The binary `package` of the workspace (`broker`, `client`) next to this test's own binary
+/// (`target/<profile>/deps/...`), built first (or found up to date) by cargo, since `cargo test
+/// -p workshop` builds only the workshop's own binaries.
+pub fn workspace_binary(package: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let dir = exe
         .parent()
         .and_then(|deps| deps.parent())
         .expect("tests run from target/<profile>/deps");
-    let binary = dir.join(format!("broker{}", std::env::consts::EXE_SUFFIX));
-    if !binary.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "broker", "--bin", "broker"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "cargo build -p broker failed");
-    }
-    binary
+    let target_dir = dir.parent().expect("target/<profile> has a parent");
+    // The `dev` profile builds into `debug`; every other profile into its own name.
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", package, "--bin", package])
+        .args(["--profile", profile])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build -p {package} failed");
+    dir.join(format!("{package}{}", std::env::consts::EXE_SUFFIX))
 }

@@ -2,12 +2,11 @@
 //! --describe` reads them (the client's admin: DescribeGroups, OffsetFetch, ListOffsets), so LAG
 //! is the broker's log end offset minus the group's committed offset, never a counter kept by
 //! the lab. Commits without a generation (an assign-mode consumer committing for its group, as
-//! Kafka allows while the group has no members) go through here too.
+//! Kafka allows while the group has no members: the admin's `commit_offsets`) go through here
+//! too. The group itself is named, and deleted at the end, by [`crate::target::Cluster::group`].
 
 use std::collections::BTreeMap;
 
-use client::group::coordinator::Coordinator;
-use client::group::offsets::{commit_once, CommitAs};
 use client::{Admin, Client, OffsetSpec, TopicPartition};
 
 use crate::lab::LabError;
@@ -18,7 +17,6 @@ use crate::target::broker_error;
 #[derive(Clone)]
 pub struct GroupOffsets {
     group: String,
-    coordinator: Coordinator,
     admin: Admin,
 }
 
@@ -26,7 +24,6 @@ impl GroupOffsets {
     pub fn new(client: &Client, group: &str) -> Self {
         GroupOffsets {
             group: group.to_string(),
-            coordinator: Coordinator::new(client, group),
             admin: Admin::new(client.clone()),
         }
     }
@@ -47,13 +44,19 @@ impl GroupOffsets {
             .map(|&(p, o)| (TopicPartition::new(topic, p), o))
             .collect();
         let what = format!("committing offsets for group {}", self.group);
-        let refused = commit_once(&self.coordinator, &CommitAs::NOBODY, &offsets)
+        let results = self
+            .admin
+            .commit_offsets(&self.group, &offsets)
             .await
             .map_err(|e| broker_error(&what, &e))?;
-        match refused.first() {
+        match results
+            .into_iter()
+            .find_map(|(tp, r)| r.err().map(|e| (tp, e)))
+        {
             None => Ok(()),
-            Some((tp, code)) => Err(LabError::Broker(format!(
-                "{what}: {tp} refused with error code {code}"
+            Some((tp, e)) => Err(LabError::Broker(format!(
+                "{what}: {tp} refused with error code {}",
+                e.code
             ))),
         }
     }
@@ -134,13 +137,6 @@ impl GroupOffsets {
             }
         }
         Ok(rows.into_iter().flatten().collect())
-    }
-
-    /// Deletes the group (it must be empty); cleanup, so a failure is only logged.
-    pub async fn delete(&self) {
-        if let Err(e) = self.admin.delete_groups(&[&self.group]).await {
-            tracing::warn!(group = %self.group, %e, "could not delete the lab's group");
-        }
     }
 }
 

@@ -88,13 +88,7 @@ fn report<F: serde::Serialize>(
     figures: &F,
     verdict: verdict::Verdict,
 ) -> Result<LabReport, LabError> {
-    let report = LabReport {
-        lab: HotTenant::NAME,
-        expected,
-        shown: verdict.shown(),
-        figures: serde_json::to_value(figures)
-            .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
-    };
+    let report = LabReport::new(HotTenant::NAME, expected, verdict.shown(), figures)?;
     ctx.narrator.verdict(&report, &verdict.findings);
     Ok(report)
 }

@@ -62,13 +62,7 @@ impl Lab for Idempotence {
         let verdict = figures::verdict(&figures);
         let n = &mut ctx.narrator;
         n.summary(&story::summary(&figures));
-        let report = LabReport {
-            lab: Self::NAME,
-            expected: EXPECTED.to_string(),
-            shown: verdict.shown,
-            figures: serde_json::to_value(&figures)
-                .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
-        };
+        let report = LabReport::new(Self::NAME, EXPECTED.to_string(), verdict.shown, &figures)?;
         n.verdict(&report, &verdict.findings);
         Ok(report)
     }

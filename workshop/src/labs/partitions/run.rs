@@ -158,7 +158,7 @@ impl<'a> Run<'a> {
             .cluster
             .create_topic(&spec.topic, spec.partitions)
             .await?;
-        spec.group = env.cluster.name(&spec.group);
+        spec.group = env.cluster.group(&spec.group);
         let mut producer_client = env.service.clone();
         producer_client.client_id = format!("{}-producer", env.service.client_id);
         let producer_client = Client::connect(producer_client)
@@ -277,19 +277,8 @@ impl<'a> Run<'a> {
     /// Stops the group and returns what was measured.
     pub async fn finish(mut self) -> Result<Outcome, LabError> {
         let lag_at_end = self.lag(&self.consumed.0.clone()).await?;
+        // The group is empty now; `Cluster::close` deletes it with the topics on a cluster.
         self.group.leave().await;
-        // The group is empty now; like the topics, it must not outlive the lab on a cluster.
-        let group = self.spec.group.as_str();
-        match self.env.cluster.admin().delete_groups(&[group]).await {
-            Ok(results) => {
-                for (_, result) in results {
-                    if let Err(e) = result {
-                        tracing::warn!(%group, %e, "could not delete the lab's group");
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(%group, %e, "could not delete the lab's group"),
-        }
         self.producer.clone().close().await;
         let featured_log = self.store.lines_for(FEATURED_ORDER).cloned().collect();
         Ok(Outcome {

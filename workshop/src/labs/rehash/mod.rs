@@ -117,13 +117,7 @@ impl Lab for Rehash {
         };
         let verdict = figures::verdict(ideal, &figures.schemes);
         n.summary(&story::summary(&figures));
-        let report = LabReport {
-            lab: Self::NAME,
-            expected,
-            shown: verdict.shown,
-            figures: serde_json::to_value(&figures)
-                .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
-        };
+        let report = LabReport::new(Self::NAME, expected, verdict.shown, &figures)?;
         n.verdict(&report, &verdict.findings);
         Ok(report)
     }

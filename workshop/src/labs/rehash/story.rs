@@ -7,7 +7,7 @@ use super::measure::Measurement;
 use super::plan::Plan;
 use super::schemes::{node_name, NodeId};
 use super::worked::{mod_cycle, Cycle, JumpProbe, RingExample};
-use crate::report::{percent, Align, Narrator, Phase, Summary, Table};
+use crate::report::{percent, thousands, Align, Narrator, Phase, Summary, Table};
 
 /// Nodes shown in the per-node table; the rest are summarised by the spread columns.
 const NODES_SHOWN: usize = 12;
@@ -129,7 +129,7 @@ pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
          \x20 Kafka: murmur2 % {} picks a partition, as Kafka's producer does, and brokers hold\n\
          \x20 whole partitions.\n\
          No scheme can move fewer than {} of the keys: the share the change takes from the old nodes.",
-        thousands(plan.keys),
+        thousands(plan.keys as u64),
         plan.from.len(),
         plan.partitions,
         percent(ideal)
@@ -325,7 +325,7 @@ pub fn summary(f: &Figures) -> Summary {
             "mod N moved {} of {} keys going from {} to {} nodes; {} of all keys moved between\n\
              nodes that were there before and after.",
             percent(m.moved_fraction),
-            thousands(f.keys),
+            thousands(f.keys as u64),
             f.from,
             f.to,
             percent(m.moved_between_survivors)
@@ -434,19 +434,6 @@ pub fn summary(f: &Figures) -> Summary {
     }
 }
 
-/// A count for people: `200,000`.
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn keep_mark(kept: bool) -> String {
     if kept { "kept" } else { "" }.to_string()
 }
@@ -479,13 +466,6 @@ mod tests {
             vec![(3, 4), (4, 5), (10, 11), (8, 7)]
         );
         assert_eq!(pairs(cycles_to_show(5, 3)).last(), Some(&(5, 3)));
-    }
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(7), "7");
-        assert_eq!(thousands(200_000), "200,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 
     #[test]

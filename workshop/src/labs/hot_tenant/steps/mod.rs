@@ -120,7 +120,7 @@ async fn run_on_broker(
 ) -> Result<Vec<StepRow>, LabError> {
     let base = format!("hot-tenant-steps-{}", index + 1);
     let topic = cluster.create_topic(&base, PARTITIONS as i32).await?;
-    let group = GroupOffsets::new(cluster.client(), &cluster.name(&base));
+    let group = GroupOffsets::new(cluster.client(), &cluster.group(&base));
     let producer = Producer::new(cluster.client().clone(), ProducerConfig::default())
         .map_err(|e| broker_error("starting the producer", &e))?;
     let mut readers = (0..PARTITIONS as i32)
@@ -169,9 +169,6 @@ async fn run_on_broker(
         rows.push(row);
     }
     producer.close().await;
-    if cluster.embedded().is_none() {
-        group.delete().await;
-    }
     Ok(rows)
 }
 

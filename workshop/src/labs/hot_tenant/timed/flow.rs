@@ -74,7 +74,7 @@ pub async fn run(
 ) -> Result<RunOutcome, LabError> {
     let plan = spec.plan;
     let topic = cluster.create_topic(spec.base, plan.partitions).await?;
-    let group_name = cluster.name(spec.base);
+    let group_name = cluster.group(spec.base);
     let offsets = GroupOffsets::new(cluster.client(), &group_name);
     let members = join(cluster.client(), &group_name, &topic, plan.partitions).await?;
 
@@ -146,9 +146,6 @@ pub async fn run(
         if let Err(e) = member.close().await {
             tracing::warn!(%e, "a member could not leave the group cleanly");
         }
-    }
-    if cluster.embedded().is_none() {
-        offsets.delete().await;
     }
     let detector = match detector {
         Some(task) => Some(
