@@ -6,6 +6,7 @@
 pub mod hot_tenant;
 pub mod idempotence;
 pub mod partitions;
+pub mod rebalance;
 pub mod rehash;
 
 use crate::lab::LabEntry;
@@ -16,4 +17,5 @@ pub const LABS: &[LabEntry] = &[
     LabEntry::of::<partitions::Partitions>(),
     LabEntry::of::<hot_tenant::HotTenant>(),
     LabEntry::of::<idempotence::Idempotence>(),
+    LabEntry::of::<rebalance::Rebalance>(),
 ];

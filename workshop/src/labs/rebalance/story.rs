@@ -1,0 +1,487 @@
+//! The narration of lab `rebalance`: each phase's opening and evidence, and the summary. Every
+//! number shown comes from the figures; every log line is one a member wrote during the run.
+
+use std::collections::BTreeSet;
+
+use super::figures::Figures;
+use super::journal::{hms, Event};
+use super::plan::{Plan, Timing};
+use super::scenario::Outcome;
+use crate::report::{lag_table, thousands, Align, Narrator, Phase, Summary, Table};
+
+fn secs(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// `101st`, `102nd`, `111th`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+fn euros(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let c = cents.unsigned_abs();
+    format!("{sign}€{}.{:02}", thousands(c / 100), c % 100)
+}
+
+pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
+    let t = &plan.timing;
+    let clock = if paused {
+        "The broker is embedded and shares tokio's paused clock with the members: every timeout\n\
+         elapses in virtual time, exactly, and the whole run takes a moment of real time."
+    } else {
+        "Against a cluster time is real, so the timeouts are the shortest a broker accepts."
+    };
+    let about = format!(
+        "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four\n\
+         members, each a real consumer of our client: poll up to {} records, apply each payment to\n\
+         the ledger ({} each), commit the batch's offsets, poll again (at-least-once).\n\
+         session.timeout {}, heartbeat {}, max.poll.interval {}.\n{clock}",
+        f.topic,
+        f.partitions,
+        f.payments,
+        f.group,
+        f.max_poll_records,
+        secs(f.processing_ms),
+        secs(f.session_timeout_ms),
+        secs(f.heartbeat_interval_ms),
+        secs(f.max_poll_interval_ms),
+    );
+    n.phase(Phase {
+        title: "The billing service",
+        about: &about,
+        predict: &format!(
+            "{} will stop for {} between processing a batch and committing it. What becomes of\n\
+             the payments of that batch?",
+            f.stalled_member,
+            secs(t.stall.as_millis() as u64)
+        ),
+    });
+    let mut table = Table::new(&[
+        ("MEMBER", Align::Left),
+        ("GENERATION", Align::Right),
+        ("PARTITIONS", Align::Left),
+        ("PAYMENTS", Align::Right),
+    ]);
+    let entries = base.journal.entries();
+    let start = entries
+        .iter()
+        .position(|e| matches!(e.event, Event::ProcessingStarted { .. }))
+        .unwrap_or(entries.len());
+    for member in &f.members {
+        let joined = entries[..start].iter().rev().find_map(|e| match &e.event {
+            Event::Joined {
+                generation,
+                partitions,
+                ..
+            } if e.member.as_deref() == Some(member) => Some((generation, partitions)),
+            _ => None,
+        });
+        if let Some((generation, partitions)) = joined {
+            let payments: i64 = partitions
+                .iter()
+                .map(|p| base.log_end.get(p).copied().unwrap_or(0))
+                .sum();
+            let names: Vec<String> = partitions
+                .iter()
+                .map(|p| format!("{}-{p}", f.topic))
+                .collect();
+            table.row([
+                member.to_string(),
+                generation.to_string(),
+                names.join(", "),
+                payments.to_string(),
+            ]);
+        }
+    }
+    n.table(&table);
+}
+
+pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
+    let t: &Timing = &plan.timing;
+    let about = format!(
+        "After the batch in which it processes its {} payment, {} stops for {} before\n\
+         committing: a GC pause, or a payment-gateway call that hangs. max.poll.interval is {}.",
+        ordinal(f.stall_after_payments),
+        f.stalled_member,
+        secs(f.stall_ms),
+        secs(f.max_poll_interval_ms)
+    );
+    n.phase(Phase {
+        title: "A stall longer than max.poll.interval",
+        about: &about,
+        predict: "are the payments of that batch lost, or applied twice? How many?",
+    });
+    if !base.lag_during.is_empty() {
+        n.say(&format!(
+            "{} into the stall, `kafka-consumer-groups.sh --describe --group {}` (the admin client):\n\
+             {}'s partitions lag by what it processed and has not committed.",
+            secs(t.lag_snapshot.as_millis() as u64),
+            f.group,
+            f.stalled_member
+        ));
+        n.table(&lag_table(&base.lag_during, 16));
+    }
+    n.say("Then, as the members logged it (time since the lab started):");
+    n.evidence(&incident_lines(base, f.stalled_member));
+    n.say(&format!(
+        "{} processed {} payments it never committed. The ledger applied {} payments twice\n\
+         ({} charged twice): processed {} = committed {} + duplicates {}.",
+        f.stalled_member,
+        f.processed_uncommitted,
+        f.duplicates,
+        euros(f.double_charged_cents),
+        f.processed,
+        f.committed,
+        f.duplicates
+    ));
+}
+
+/// The seed's sequence from the run's journal: the stall, the poll timeout, the revocations of
+/// the first rebalance, where the new owners of the stalled member's partitions start, the
+/// failed commit, and the stalled member's return.
+fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
+    let entries = o.journal.entries();
+    let Some(start) = entries
+        .iter()
+        .position(|e| matches!(e.event, Event::StallStarted { .. }))
+    else {
+        return vec!["(no stall happened)".to_string()];
+    };
+    let owned: BTreeSet<i32> = entries[..start]
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            Event::Joined { partitions, .. } if e.member.as_deref() == Some(stalled) => {
+                Some(partitions.iter().copied().collect())
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    let mut timed_out = false;
+    let mut reassigned = false;
+    let mut offsets_shown = BTreeSet::new();
+    for e in &entries[start..] {
+        let by_stalled = e.member.as_deref() == Some(stalled);
+        let show = match &e.event {
+            Event::StallStarted { duration_ms } => {
+                lines.push(format!(
+                    "{} ----- {stalled} stops for {} before committing (the lab's stall)",
+                    hms(e.at_ms),
+                    secs(*duration_ms)
+                ));
+                false
+            }
+            Event::StallEnded => {
+                lines.push(format!(
+                    "{} ----- {stalled} resumes and commits its batch",
+                    hms(e.at_ms)
+                ));
+                false
+            }
+            Event::PollTimeout { .. } => {
+                timed_out = true;
+                true
+            }
+            Event::Left { .. } => by_stalled,
+            Event::Revoked { .. } => timed_out && !reassigned && !by_stalled,
+            Event::Assigned { .. } => {
+                reassigned |= timed_out;
+                false
+            }
+            Event::SettingOffset { partition, .. } | Event::NoCommittedOffset { partition } => {
+                timed_out && owned.contains(partition) && offsets_shown.insert(*partition)
+            }
+            Event::CommitFailed { .. } | Event::LateCommitAnswered { .. } => by_stalled,
+            Event::Lost { .. } => by_stalled,
+            _ => false,
+        };
+        if show {
+            if let Some(line) = e.log_line(&o.topic) {
+                lines.push(line.render(&o.group));
+            }
+        }
+        if by_stalled && matches!(e.event, Event::Lost { .. }) {
+            break;
+        }
+    }
+    lines
+}
+
+pub fn redeliveries(n: &mut Narrator, f: &Figures) {
+    n.phase(Phase {
+        title: "Redelivery accounting, per generation",
+        about: "Every payment the ledger applied twice, by partition and offset: who applied it first,\n\
+                in which generation of the group, and who applied it again.",
+        predict: "whose generation is the first application in, and whose the second?",
+    });
+    let mut table = Table::new(&[
+        ("PARTITION", Align::Left),
+        ("OFFSETS", Align::Right),
+        ("RECORDS", Align::Right),
+        ("FIRST APPLIED BY", Align::Left),
+        ("APPLIED AGAIN BY", Align::Left),
+    ]);
+    for r in &f.redeliveries {
+        table.row([
+            format!("{}-{}", f.topic, r.partition),
+            format!("{}..{}", r.first_offset, r.last_offset),
+            r.count.to_string(),
+            format!("{} (generation {})", r.first.member, r.first.generation),
+            format!("{} (generation {})", r.second.member, r.second.generation),
+        ]);
+    }
+    n.table(&table);
+    n.say(
+        "The first application is in the generation the stalled member was removed from; the second\n\
+         in the generation that gave its partitions to others. Neither member did anything wrong.",
+    );
+}
+
+pub fn cooperative(n: &mut Narrator, f: &Figures) {
+    n.phase(Phase {
+        title: "Eager vs cooperative-sticky",
+        about: "The same stall with assignor cooperative-sticky (KIP-429): members keep what they own\n\
+                through a rebalance and give up only the partitions that move. Counted below: partitions\n\
+                revoked from members that kept running, from the stall until the group settled, and how\n\
+                long each waited for its next owner.",
+        predict: "how many partitions stop on members that were never stuck?",
+    });
+    let b = &f.scenarios["baseline"];
+    let c = &f.scenarios["cooperative"];
+    let mut table = Table::new(&[
+        ("ASSIGNOR", Align::Left),
+        ("REVOKED FROM RUNNING MEMBERS", Align::Right),
+        ("LONGEST PAUSE", Align::Right),
+        ("PARTITION-SECONDS PAUSED", Align::Right),
+        ("REBALANCES", Align::Right),
+        ("DUPLICATES", Align::Right),
+    ]);
+    for s in [b, c] {
+        table.row([
+            s.assignor.to_string(),
+            s.revoked.partitions.to_string(),
+            secs(s.revoked.longest_pause_ms),
+            format!("{:.1}", s.revoked.total_pause_ms as f64 / 1000.0),
+            s.rebalances.to_string(),
+            s.duplicates.to_string(),
+        ]);
+    }
+    n.table(&table);
+    n.say(&format!(
+        "Eager members give up everything at every rebalance, the one that removes {0} and the one\n\
+         that lets it back, and wait for the slowest member to finish its batch and rejoin.\n\
+         Cooperative members kept consuming what they kept; only the {1} partitions handed back to\n\
+         {0} stopped, each for a second rebalance that the others learn of at their next heartbeat.\n\
+         Neither saves {0}'s uncommitted batch: {2} duplicates.",
+        f.stalled_member, f.partitions_revoked_cooperative, f.duplicates_cooperative
+    ));
+}
+
+pub fn static_membership(n: &mut Narrator, f: &Figures) {
+    let about = format!(
+        "{} restarts (its process is replaced) and is back after {}, within session.timeout ({}).\n\
+         Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member\n\
+         id), once with group.instance.id (KIP-345: no LeaveGroup, the instance takes its place back).",
+        f.restarted_member,
+        secs(f.restart_downtime_ms),
+        secs(f.session_timeout_ms)
+    );
+    n.phase(Phase {
+        title: "Static membership",
+        about: &about,
+        predict: "how many rebalances does each restart cost the group?",
+    });
+    let mut table = Table::new(&[
+        ("MEMBERSHIP", Align::Left),
+        ("REBALANCES", Align::Right),
+        ("REVOKED FROM OTHERS", Align::Right),
+        ("DUPLICATES", Align::Right),
+    ]);
+    for (label, key) in [
+        ("dynamic", "dynamic"),
+        ("static (group.instance.id)", "static"),
+    ] {
+        let s = &f.scenarios[key];
+        table.row([
+            label.to_string(),
+            s.rebalances.to_string(),
+            s.revoked.partitions.to_string(),
+            s.duplicates.to_string(),
+        ]);
+    }
+    n.table(&table);
+    n.say(
+        "A static member that comes back within the session timeout gets its old assignment in\n\
+         the same generation: nobody else notices. Past the session timeout it is removed like any.",
+    );
+}
+
+pub fn small_batch(n: &mut Narrator, f: &Figures) {
+    n.phase(Phase {
+        title: "A smaller max.poll.records",
+        about: &format!(
+            "The same stall with max.poll.records {} instead of {}: the member commits after every\n\
+             {} payments.",
+            f.small_max_poll_records, f.max_poll_records, f.small_max_poll_records
+        ),
+        predict: "how many duplicates now?",
+    });
+    let mut table = Table::new(&[
+        ("MAX.POLL.RECORDS", Align::Right),
+        ("PROCESSED, NOT COMMITTED", Align::Right),
+        ("DUPLICATES", Align::Right),
+    ]);
+    for key in ["baseline", "small-batch"] {
+        let s = &f.scenarios[key];
+        table.row([
+            s.max_poll_records.to_string(),
+            s.processed_uncommitted.to_string(),
+            s.duplicates.to_string(),
+        ]);
+    }
+    n.table(&table);
+    n.say(
+        "What is lost to a stall is at most one batch: smaller batches shrink it, at the price of\n\
+         a commit per few records. Fewer duplicates, never none.",
+    );
+}
+
+pub fn colocated(n: &mut Narrator, f: &Figures) {
+    n.phase(Phase {
+        title: "Dedup in the same transaction, keyed by the partition key",
+        about: "The seed's `processed_commands (account_id, command_id)`: the ledger is sharded by\n\
+                account like the topic, the dedup row lives in the account's shard, and inserting it and\n\
+                applying the charge are one local transaction. The same deliveries as the first run.",
+        predict: "how many charges are applied twice?",
+    });
+    n.say(&format!(
+        "{} redeliveries found their row and were refused; duplicate effects: {}; charged twice: {}.",
+        f.redeliveries_refused_colocated_dedup,
+        f.duplicate_effects_colocated_dedup,
+        euros(f.double_charged_cents_colocated_dedup)
+    ));
+}
+
+pub fn ttl(n: &mut Narrator, f: &Figures) {
+    n.phase(Phase {
+        title: "Dedup in a separate store with a TTL",
+        about: &format!(
+            "`SET cmd:<payment> NX EX ttl` in a cache, then the charge in the ledger: two stores, two\n\
+             steps. The TTL is {}, chosen \"so the cache does not grow\". The same deliveries again.",
+            secs(f.dedup_ttl_ms)
+        ),
+        predict: "does the cache stop the replay?",
+    });
+    n.say(&format!(
+        "The replay came {} after the first application, when the keys had expired: {} duplicates,\n\
+         {} charged twice. A dedup TTL must outlast the longest replay (a topic's retention).",
+        f.shortest_replay_ms
+            .map_or_else(|| "-".to_string(), secs),
+        f.duplicates_ttl_dedup,
+        euros(f.double_charged_cents_ttl_dedup)
+    ));
+}
+
+pub fn summary(f: &Figures) -> Summary {
+    Summary {
+        happened: vec![
+            format!(
+                "{} stopped for {}, longer than max.poll.interval ({}): its heartbeat task left the\n\
+                 group, the group rebalanced, and its late commit failed (the coordinator: {}).",
+                f.stalled_member,
+                secs(f.stall_ms),
+                secs(f.max_poll_interval_ms),
+                f.late_commit_broker_answer.as_deref().unwrap_or("-")
+            ),
+            format!(
+                "The new owners started from the committed offsets: {} payments ({}) applied twice,\n\
+                 exactly the {} that {} had processed and not committed.",
+                f.duplicates,
+                euros(f.double_charged_cents),
+                f.processed_uncommitted,
+                f.stalled_member
+            ),
+            format!(
+                "cooperative-sticky: {} partitions revoked from running members instead of {};\n\
+                 static membership: {} rebalances for a restart instead of {}; max.poll.records {}:\n\
+                 {} duplicates instead of {}.",
+                f.partitions_revoked_cooperative,
+                f.partitions_revoked_eager,
+                f.static_membership_rebalances,
+                f.dynamic_restart_rebalances,
+                f.small_max_poll_records,
+                f.duplicates_small_poll_batch,
+                f.duplicates
+            ),
+            format!(
+                "Dedup in the ledger's transaction: {} duplicate effects; in a cache with a {} TTL: {}.",
+                f.duplicate_effects_colocated_dedup,
+                secs(f.dedup_ttl_ms),
+                f.duplicates_ttl_dedup
+            ),
+        ],
+        why: vec![
+            "Kafka's consumer is at-least-once: offsets are committed after processing, and a member\n\
+             that loses its partitions between the two leaves that work to be done again. It is the\n\
+             contract, not a bug (seed 003, section 10)."
+                .to_string(),
+            "A rebalance is how the group takes partitions from a member that stopped polling; the\n\
+             committed offset is all the next owner knows."
+                .to_string(),
+            "A dedup record outside the effect's transaction can expire, be evicted or live on another\n\
+             node: only the same transaction in the same partition makes \"already applied\" and\n\
+             \"applied\" one fact."
+                .to_string(),
+        ],
+        what_to_do: vec![
+            "Record the idempotency key, derived from the partition key (account_id, payment_id), in\n\
+             the same transaction and shard as the effect."
+                .to_string(),
+            "Keep the time between polls well under max.poll.interval: smaller max.poll.records, or\n\
+             hand slow calls off and pause the partition meanwhile."
+                .to_string(),
+            "Use cooperative-sticky so running members keep consuming, and group.instance.id so\n\
+             rolling restarts do not rebalance at all."
+                .to_string(),
+            "Make a dedup TTL at least the source's retention; treat CommitFailedException as \"this\n\
+             batch will be processed again\"."
+                .to_string(),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_durations_and_ordinals_read_well() {
+        assert_eq!(
+            [1, 2, 3, 4, 11, 12, 13, 101, 102, 111, 123].map(ordinal),
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "101st", "102nd", "111th",
+                "123rd"
+            ]
+        );
+        assert_eq!(euros(123_456), "€1,234.56");
+        assert_eq!(euros(-5), "-€0.05");
+        assert_eq!(secs(40_000), "40 s");
+        assert_eq!(secs(150), "150 ms");
+        assert_eq!(secs(1_260), "1.3 s");
+    }
+}

@@ -1,0 +1,262 @@
+//! Lab `rebalance` run in-process, as `--json` reports it, and once more with `--bootstrap`
+//! against a broker binary started separately, as against a real cluster.
+//!
+//! In-process the lab runs on the paused clock, so its counts are exact and asserted exactly,
+//! each with the reason it must be that number. Against the broker binary time is real: only
+//! what does not depend on timing is asserted there.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use support::{run_json, BrokerProcess};
+
+/// The default run, once for all tests, parsed back from its JSON document.
+fn default_run() -> &'static Value {
+    static RUN: OnceLock<Value> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let report = run_json("rebalance", &[]);
+        serde_json::from_str(&report.to_json()).expect("one JSON object")
+    })
+}
+
+fn n(f: &Value, key: &str) -> u64 {
+    f[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} is not a count: {}", f[key]))
+}
+
+/// What holds on any broker, whatever the timing.
+fn assert_the_phenomenon(json: &Value) {
+    assert_eq!(json["lab"], "rebalance");
+    assert_eq!(json["shown"], true, "{json}");
+    let f = &json["figures"];
+    let duplicates = n(f, "duplicates");
+    assert!(duplicates > 0);
+    assert_eq!(n(f, "processed_uncommitted"), duplicates);
+    assert_eq!(n(f, "processed"), n(f, "committed") + duplicates);
+    assert_eq!(
+        n(f, "committed"),
+        n(f, "payments"),
+        "everything committed in the end"
+    );
+    assert!(n(f, "failed_commits") >= 1);
+    assert!(f["commit_failed_error"]
+        .as_str()
+        .unwrap()
+        .contains("max.poll.interval"));
+    assert_eq!(f["late_commit_broker_answer"], "UNKNOWN_MEMBER_ID");
+    assert_eq!(f["resumed_at_committed"], true);
+
+    // Every redelivered range: billing-3's work, applied again by another member in a later
+    // generation; together they are the duplicates.
+    let redeliveries = f["redeliveries"].as_array().unwrap();
+    let mut total = 0;
+    for r in redeliveries {
+        assert_eq!(r["first"]["member"], "billing-3", "{r}");
+        assert_ne!(r["second"]["member"], "billing-3", "{r}");
+        assert!(r["second"]["generation"].as_i64() > r["first"]["generation"].as_i64());
+        assert_eq!(
+            n(r, "count"),
+            n(r, "last_offset") - n(r, "first_offset") + 1
+        );
+        total += n(r, "count");
+    }
+    assert_eq!(total, duplicates);
+
+    assert!(n(f, "partitions_revoked_cooperative") < n(f, "partitions_revoked_eager"));
+    assert_eq!(n(f, "static_membership_rebalances"), 0);
+    assert!(n(f, "dynamic_restart_rebalances") > 0);
+    assert!(n(f, "duplicates_small_poll_batch") > 0);
+    assert!(n(f, "duplicates_small_poll_batch") < duplicates);
+    assert_eq!(n(f, "duplicate_effects_colocated_dedup"), 0);
+    assert_eq!(f["double_charged_cents_colocated_dedup"], 0);
+    assert_eq!(n(f, "redeliveries_refused_colocated_dedup"), duplicates);
+    assert!(n(f, "duplicates_ttl_dedup") > 0);
+    assert!(n(f, "dedup_ttl_ms") < n(f, "shortest_replay_ms"));
+    for (name, s) in f["scenarios"].as_object().unwrap() {
+        assert_eq!(
+            s["duplicates"], s["processed_uncommitted"],
+            "run {name}: {s}"
+        );
+    }
+}
+
+#[test]
+fn the_stall_applies_exactly_the_uncommitted_batch_twice() {
+    let json = default_run();
+    assert_the_phenomenon(json);
+    let f = &json["figures"];
+    assert_eq!(f["topic"], "payments");
+    assert_eq!(f["group"], "billing");
+    assert_eq!(f["stalled_member"], "billing-3");
+    // The stall comes after billing-3's second batch, and each member owns more than two
+    // batches' worth of payments, so the uncommitted batch is a whole max.poll.records.
+    assert_eq!(n(f, "max_poll_records"), 100);
+    assert!((101..=200).contains(&n(f, "stall_after_payments")));
+    assert_eq!(n(f, "duplicates"), 100);
+    assert_eq!(n(f, "processed"), 1300);
+    assert_eq!(n(f, "committed"), 1200);
+    assert_eq!(n(f, "failed_commits"), 1);
+    // The members join one by one (generations 1-4); the stall's rebalance is generation 5.
+    for r in f["redeliveries"].as_array().unwrap() {
+        assert_eq!(r["first"]["generation"], 4, "{r}");
+        assert_eq!(r["second"]["generation"], 5, "{r}");
+    }
+    // Payments are charged twice by exactly the sum of the redelivered amounts: positive.
+    assert!(f["double_charged_cents"].as_i64().unwrap() > 0);
+}
+
+#[test]
+fn each_comparison_has_its_exact_figure() {
+    let f = &default_run()["figures"];
+    // Eager: the rebalance that removes billing-3 revokes the 3 partitions of each of the
+    // 3 members still running, the one that lets it back their 4 each: 9 + 12.
+    assert_eq!(n(f, "partitions_revoked_eager"), 21);
+    // Cooperative-sticky: nothing when billing-3 leaves (its partitions were lost, not
+    // revoked); one partition from each running member when it comes back.
+    assert_eq!(n(f, "partitions_revoked_cooperative"), 3);
+    assert_eq!(n(f, "duplicates_cooperative"), 100, "the same batch");
+    assert!(n(f, "paused_partition_ms_cooperative") < n(f, "paused_partition_ms_eager"));
+    // Static: no generation changes at all; dynamic: LeaveGroup, then the rejoin.
+    assert_eq!(n(f, "static_membership_rebalances"), 0);
+    assert_eq!(n(f, "static_restart_partitions_revoked"), 0);
+    assert_eq!(n(f, "dynamic_restart_rebalances"), 2);
+    assert!(n(f, "restart_downtime_ms") < n(f, "session_timeout_ms"));
+    // A batch of 10 instead of 100.
+    assert_eq!(n(f, "small_max_poll_records"), 10);
+    assert_eq!(n(f, "duplicates_small_poll_batch"), 10);
+    // The same 100 redeliveries reach all three ledgers.
+    assert_eq!(n(f, "duplicate_effects_colocated_dedup"), 0);
+    assert_eq!(n(f, "redeliveries_refused_colocated_dedup"), 100);
+    assert_eq!(n(f, "duplicates_ttl_dedup"), 100);
+    assert_eq!(
+        f["double_charged_cents_ttl_dedup"],
+        f["double_charged_cents"]
+    );
+    let scenarios: BTreeSet<&str> = f["scenarios"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        scenarios,
+        BTreeSet::from([
+            "baseline",
+            "cooperative",
+            "dynamic",
+            "small-batch",
+            "static"
+        ])
+    );
+    assert_eq!(f["scenarios"]["static"]["duplicates"], 0);
+    assert_eq!(f["scenarios"]["cooperative"]["rebalances"], 3);
+}
+
+#[test]
+fn a_seed_gives_the_same_figures_every_run_and_the_timeline_holds_the_group_events() {
+    let path = std::env::temp_dir().join(format!(
+        "workshop-rebalance-timeline-{}.jsonl",
+        std::process::id()
+    ));
+    let path_arg = path.to_str().unwrap();
+    let again = run_json("rebalance", &["--timeline", path_arg]);
+    let again: Value = serde_json::from_str(&again.to_json()).unwrap();
+    assert_eq!(again, *default_run(), "the same seed, the same document");
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let times: Vec<u64> = lines.iter().map(|l| l["t_ms"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    let kinds: BTreeSet<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+    for kind in [
+        "joined",
+        "generation",
+        "assigned",
+        "revoked",
+        "lost",
+        "commit",
+        "commit_failed",
+        "poll_timeout",
+        "left",
+        "setting_offset",
+        "batch",
+        "stall_started",
+        "restarting",
+        "settled",
+    ] {
+        assert!(kinds.contains(kind), "no {kind} event in the timeline");
+    }
+    let baseline: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["scenario"] == "baseline")
+        .collect();
+    // The stall's sequence, in the seed's order: poll timeout, revocations, commit failed.
+    let at = |event: &str, member: Option<&str>| {
+        baseline
+            .iter()
+            .position(|l| l["event"] == event && member.is_none_or(|m| l["member"] == m))
+            .unwrap_or_else(|| panic!("no {event} in the baseline run"))
+    };
+    let timeout = at("poll_timeout", Some("billing-3"));
+    assert!(timeout > at("stall_started", Some("billing-3")));
+    let revoked_after = baseline[timeout..]
+        .iter()
+        .any(|l| l["event"] == "revoked" && l["member"] != "billing-3");
+    assert!(revoked_after);
+    assert!(at("commit_failed", Some("billing-3")) > timeout);
+    assert!(baseline.iter().all(|l| l["group"] == "billing"));
+    // Generations are stamped on assignments the way the members joined them.
+    let joined: BTreeSet<i64> = baseline
+        .iter()
+        .filter(|l| l["event"] == "joined")
+        .map(|l| l["generation"].as_i64().unwrap())
+        .collect();
+    assert!(baseline
+        .iter()
+        .filter(|l| l["event"] == "assigned")
+        .all(|l| joined.contains(&l["generation"].as_i64().unwrap())));
+}
+
+#[test]
+fn an_unwritable_timeline_is_one_line_and_exit_code_2() {
+    let err = support::run_lab(
+        "rebalance",
+        &["--timeline", "/nonexistent-dir/timeline.jsonl"],
+    )
+    .map(|r| r.shown)
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--timeline"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+}
+
+#[test]
+fn against_a_broker_binary_with_bootstrap() {
+    let broker = BrokerProcess::start();
+    let report = run_json("rebalance", &["--bootstrap", &broker.addr]);
+    let json: Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_the_phenomenon(&json);
+    let f = &json["figures"];
+    // Names carry the run's id, so runs on a shared cluster never collide.
+    let topic = f["topic"].as_str().unwrap();
+    assert!(topic.starts_with("payments-") && topic.len() > "payments-".len());
+    assert!(f["group"].as_str().unwrap().starts_with("billing-"));
+    // Timing-independent even in real time: which batch is uncommitted depends on the data and
+    // max.poll.records only.
+    assert_eq!(n(f, "duplicates"), n(f, "max_poll_records"));
+    assert_eq!(
+        n(f, "duplicates_small_poll_batch"),
+        n(f, "small_max_poll_records")
+    );
+    assert_eq!(n(f, "partitions_revoked_eager"), 21);
+    assert_eq!(n(f, "partitions_revoked_cooperative"), 3);
+    drop(broker);
+}
