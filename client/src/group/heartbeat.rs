@@ -48,7 +48,14 @@ async fn run(member: Member) {
             }
             HeartbeatStep::Send(generation) => beat(&member, &generation, now).await,
             HeartbeatStep::LeaveForPollTimeout(generation) => {
-                tracing::warn!(group = %config.group_id, "{POLL_TIMEOUT_REASON}");
+                // Java prefixes [Consumer clientId=…, groupId=…]; the member id and generation
+                // say which of several members in one process timed out.
+                tracing::warn!(
+                    group = %config.group_id,
+                    member_id = %generation.member_id,
+                    generation = generation.id,
+                    "{POLL_TIMEOUT_REASON}"
+                );
                 // The state changes first, so a commit racing with the LeaveGroup already fails.
                 member.state().left_for_poll_timeout();
                 // Static members never leave: only the session timeout removes them (KIP-345).
@@ -87,7 +94,12 @@ async fn beat(member: &Member, generation: &Generation, now: Instant) {
     let code = match member.coordinator.call(build, None).await {
         Ok(resp) => resp.error_code,
         Err(e) => {
-            tracing::debug!(group = %config.group_id, %e, "heartbeat not answered");
+            tracing::debug!(
+                group = %config.group_id,
+                member_id = %generation.member_id,
+                %e,
+                "heartbeat not answered"
+            );
             member
                 .state()
                 .heartbeat_retry_after(Instant::now(), RETRY_BACKOFF);
@@ -106,7 +118,12 @@ async fn beat(member: &Member, generation: &Generation, now: Instant) {
                 .heartbeat_retry_after(Instant::now(), RETRY_BACKOFF);
         }
         HeartbeatVerdict::Fatal(e) => {
-            tracing::error!(group = %config.group_id, %e, "heartbeat failed for good");
+            tracing::error!(
+                group = %config.group_id,
+                member_id = %generation.member_id,
+                %e,
+                "heartbeat failed for good"
+            );
         }
     }
 }
