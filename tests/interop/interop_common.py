@@ -129,6 +129,33 @@ def wait_until(fn, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
+def check_send_order(records, keys) -> None:
+    """records: (partition, offset, key, value); keys: the keys in the order they were sent.
+    On every partition, the keys in offset order are the keys sent there, in send order."""
+    sent = {k: i for i, k in enumerate(keys)}
+    by_part = {}
+    for p, off, key, _ in sorted(records, key=lambda r: (r[0], r[1])):
+        by_part.setdefault(p, []).append(key)
+    for p, got in by_part.items():
+        check_eq(got, sorted(got, key=sent.__getitem__), f"keys of partition {p} in offset order vs send order")
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def client_bin() -> str:
+    """Our CLI: INTEROP_CLIENT_BIN (run.sh sets it), else target/release/client, else debug."""
+    path = os.environ.get("INTEROP_CLIENT_BIN")
+    if path:
+        return path
+    for profile in ("release", "debug"):
+        cand = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), profile, "client")
+        if os.access(cand, os.X_OK):
+            return cand
+    raise Fail("no client binary: build it with `cargo build --release -p client` or set INTEROP_CLIENT_BIN")
+
+
 def split_addr(bootstrap: str):
     host, _, port = bootstrap.rpartition(":")
     return host, int(port)
@@ -216,10 +243,12 @@ def raw_fetch_batches(bootstrap: str, topic: str, partition: int, offset: int = 
     return hw, batches
 
 
-def check_codec_batches(bootstrap: str, topic: str, partition: int, codec: str, n: int) -> str:
+def check_codec_batches(bootstrap: str, topic: str, partition: int, codec: str, n: int,
+                        idempotent: bool = None) -> str:
     """All n records of the partition sit in CRC-valid magic-2 batches compressed with codec,
     with contiguous offsets 0..n-1; idempotent (producer id >= 0, sequences 0..n-1) exactly when
-    IDEMPOTENCE is on, plain (producer id -1, sequence -1) otherwise."""
+    `idempotent` (default: IDEMPOTENCE) is on, plain (producer id -1, sequence -1) otherwise."""
+    idempotent = IDEMPOTENCE if idempotent is None else idempotent
     hw, batches = raw_fetch_batches(bootstrap, topic, partition)
     check_eq(hw, n, f"high watermark of partition {partition}")
     check(batches, f"raw fetch of partition {partition} returned no batch")
@@ -229,7 +258,7 @@ def check_codec_batches(bootstrap: str, topic: str, partition: int, codec: str, 
         check(b["crc_ok"], f"CRC-32C of batch at {b['base_offset']} does not match its bytes")
         check_eq(b["codec"], CODEC_IDS[codec], f"codec bits of batch at {b['base_offset']}")
         check_eq(b["base_offset"], nxt, "batch base offset (batches must be contiguous)")
-        if IDEMPOTENCE:
+        if idempotent:
             check(b["producer_id"] >= 0, f"batch at {b['base_offset']} has no producer id (idempotence on)")
             check_eq(b["base_sequence"], b["base_offset"], f"base sequence of batch at {b['base_offset']}")
         else:
@@ -239,16 +268,20 @@ def check_codec_batches(bootstrap: str, topic: str, partition: int, codec: str, 
                  f"lastOffsetDelta+1 vs record count of batch at {b['base_offset']}")
         nxt = b["last_offset"] + 1
     check_eq(nxt, n, f"offset after the last batch fetched from partition {partition}")
-    idem = f"producer id {batches[0]['producer_id']}" if IDEMPOTENCE else "non-idempotent"
+    idem = f"producer id {batches[0]['producer_id']}" if idempotent else "non-idempotent"
     return f"{len(batches)} {codec} batch(es), CRC ok, {idem}"
 
 
 # ---------------------------------------------------------------------------------------------
 
-def run(scenarios: dict, description: str):
+def run(scenarios: dict, description: str, add_args=None):
+    """Runs the scenario named on the command line. With add_args(parser), the script's own
+    options are parsed too and each scenario is called as fn(bootstrap, topic, args)."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--bootstrap", required=True, help="HOST:PORT of the broker")
     ap.add_argument("--topic", required=True, help="base topic name of this client's scenarios")
+    if add_args:
+        add_args(ap)
     ap.add_argument("scenario", choices=list(scenarios))
     args = ap.parse_args()
     if DEBUG:
@@ -257,7 +290,8 @@ def run(scenarios: dict, description: str):
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
     t0 = time.monotonic()
     try:
-        summary = scenarios[args.scenario](args.bootstrap, args.topic)
+        extra = (args,) if add_args else ()
+        summary = scenarios[args.scenario](args.bootstrap, args.topic, *extra)
     except Fail as e:
         print(f"FAIL {args.scenario}: {e}")
         sys.exit(1)
