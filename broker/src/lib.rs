@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod accept;
 pub mod config;
 mod connection;
 pub mod faults;

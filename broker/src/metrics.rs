@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
+use crate::accept::accept_loop;
 use crate::lag;
 use crate::state::BrokerState;
 
@@ -39,50 +39,28 @@ pub async fn start(
     let context = |e: io::Error| io::Error::new(e.kind(), format!("metrics address {addr}: {e}"));
     let listener = TcpListener::bind(addr).await.map_err(context)?;
     let bound = listener.local_addr().map_err(context)?;
-    tasks.spawn(accept_loop(listener, state, shutdown, tasks.clone()));
-    info!(addr = %bound, "metrics listening on http://{bound}/metrics");
-    Ok(bound)
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    state: Arc<BrokerState>,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
-            _ = shutdown.cancelled() => return,
-        };
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.cancelled() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                let state = state.clone();
-                let shutdown = shutdown.clone();
-                tasks.spawn(async move {
-                    tokio::select! {
-                        result = serve(stream, &state) => if let Err(e) = result {
-                            debug!(%peer, "metrics connection: {e}");
-                        },
-                        _ = shutdown.cancelled() => {}
-                    }
-                    drop(permit);
-                });
-            }
-            Err(e) => {
-                warn!("metrics accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    let stop = shutdown.clone();
+    let serve = move |stream, peer: SocketAddr| {
+        let state = state.clone();
+        let shutdown = stop.clone();
+        async move {
+            tokio::select! {
+                result = serve(stream, &state) => if let Err(e) = result {
+                    debug!(%peer, "metrics connection: {e}");
+                },
+                _ = shutdown.cancelled() => {}
             }
         }
-    }
+    };
+    tasks.spawn(accept_loop(
+        listener,
+        MAX_CONNECTIONS,
+        shutdown,
+        tasks.clone(),
+        serve,
+    ));
+    info!(addr = %bound, "metrics listening on http://{bound}/metrics");
+    Ok(bound)
 }
 
 async fn serve(mut stream: TcpStream, state: &BrokerState) -> io::Result<()> {

@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
+use tracing::info;
 
+use crate::accept::accept_loop;
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::faults::Faults;
@@ -80,11 +80,14 @@ impl Broker {
             }
             None => None,
         };
+        let serving = state.clone();
+        let stop = shutdown.clone();
         tasks.spawn(accept_loop(
             listener,
-            state.clone(),
+            state.config.max_connections,
             shutdown.clone(),
             tasks.clone(),
+            move |stream, peer| connection::serve(stream, peer, serving.clone(), stop.clone()),
         ));
         info!(%addr, "broker listening");
         Ok(Broker {
@@ -127,41 +130,5 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         self.shutdown.cancel();
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    state: Arc<BrokerState>,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-) {
-    let permits = Arc::new(Semaphore::new(state.config.max_connections));
-    loop {
-        // Wait for a free slot before accepting, so excess clients queue in the kernel's backlog
-        // instead of holding buffers here.
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => permit.expect("semaphore never closed"),
-            _ = shutdown.cancelled() => return,
-        };
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.cancelled() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                let state = state.clone();
-                let shutdown = shutdown.clone();
-                tasks.spawn(async move {
-                    connection::serve(stream, peer, state, shutdown).await;
-                    drop(permit);
-                });
-            }
-            // Running out of file descriptors and the like pass; back off instead of spinning.
-            Err(e) => {
-                warn!("accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
     }
 }
