@@ -1,7 +1,7 @@
 //! ListOffsets: the earliest or latest offset of partitions, or the first offset at or after a
 //! time. Shared by the admin API and by the consumer when it resolves a seek.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse};
@@ -82,21 +82,20 @@ async fn list_once(
         let leader = client.leader(topic, partition, false).await?;
         by_leader.entry(leader).or_default().push((partition, spec));
     }
-    let mut found = Vec::with_capacity(asks.len());
+    // By partition: a lag table asks for thousands at once, so no lookup here may be linear.
+    let mut found: HashMap<i32, ListedOffset> = HashMap::with_capacity(asks.len());
     for (leader, asks) in by_leader {
         let conn = client.broker(leader).await?;
         let resp = conn.call(|_version| request(topic, &asks)).await?;
-        found.extend(parse(resp, topic, &asks)?);
+        found.extend(
+            parse(resp, topic, &asks)?
+                .into_iter()
+                .map(|f| (f.partition, f)),
+        );
     }
     // Back in the order asked.
     asks.iter()
-        .map(|(p, _)| {
-            found
-                .iter()
-                .find(|f| f.partition == *p)
-                .copied()
-                .ok_or_else(|| missing(topic, *p))
-        })
+        .map(|(p, _)| found.get(p).copied().ok_or_else(|| missing(topic, *p)))
         .collect()
 }
 
@@ -122,6 +121,7 @@ fn parse(
     topic: &str,
     asks: &[(i32, OffsetSpec)],
 ) -> Result<Vec<ListedOffset>> {
+    let asked: HashSet<i32> = asks.iter().map(|(p, _)| *p).collect();
     let mut out = Vec::with_capacity(asks.len());
     for t in resp
         .topics
@@ -129,7 +129,7 @@ fn parse(
         .filter(|t| t.name.0.as_str() == topic)
     {
         for p in t.partitions {
-            if !asks.iter().any(|(asked, _)| *asked == p.partition_index) {
+            if !asked.contains(&p.partition_index) {
                 continue;
             }
             if p.error_code != 0 {
@@ -206,5 +206,30 @@ mod tests {
         assert_eq!(err.server().unwrap().partition, Some(1));
         assert!(err.is_retriable());
         assert!(parse(answer(0), "other", &asks).unwrap().is_empty());
+    }
+
+    #[test]
+    fn partitions_not_asked_for_are_left_out_of_large_answers() {
+        let partitions = (0..10_000)
+            .map(|p| {
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p)
+                    .with_offset(i64::from(p) * 2)
+                    .with_timestamp(-1)
+            })
+            .collect();
+        let answer =
+            ListOffsetsResponse::default().with_topics(vec![ListOffsetsTopicResponse::default()
+                .with_name(topic_name("orders"))
+                .with_partitions(partitions)]);
+        let asks: Vec<(i32, OffsetSpec)> = (0..10_000)
+            .filter(|p| p % 3 == 0)
+            .map(|p| (p, OffsetSpec::Latest))
+            .collect();
+        let found = parse(answer, "orders", &asks).unwrap();
+        assert_eq!(found.len(), asks.len());
+        assert!(found
+            .iter()
+            .all(|f| f.partition % 3 == 0 && f.offset == i64::from(f.partition) * 2));
     }
 }

@@ -7,6 +7,7 @@ use std::ffi::OsString;
 
 use clap::{ArgMatches, Args, FromArgMatches};
 
+use crate::bench::BenchArgs;
 use crate::lab::LabEntry;
 use crate::labs::LABS;
 
@@ -45,6 +46,7 @@ pub struct CommonArgs {
 #[derive(Debug)]
 pub enum Invocation {
     List,
+    Bench(BenchArgs),
     Lab {
         entry: &'static LabEntry,
         common: CommonArgs,
@@ -67,6 +69,11 @@ pub fn command() -> clap::Command {
         .subcommand_required(true)
         .arg_required_else_help(true)
         .subcommand(clap::Command::new("list").about("List the labs, one line each"))
+        .subcommand(
+            BenchArgs::augment_args(clap::Command::new("bench")).about(
+                "Measure the broker and client against this machine's raw loopback ceilings",
+            ),
+        )
         .subcommands(labs)
 }
 
@@ -83,6 +90,9 @@ where
         .expect("clap enforces subcommand_required");
     if name == "list" {
         return Ok(Invocation::List);
+    }
+    if name == "bench" {
+        return Ok(Invocation::Bench(BenchArgs::from_arg_matches(sub)?));
     }
     let entry = LABS
         .iter()
@@ -108,7 +118,7 @@ pub fn one_line(err: &clap::Error) -> String {
 }
 
 /// `--bootstrap` must name a host and a port, as Kafka's `bootstrap.servers` entries do.
-fn parse_bootstrap(value: &str) -> Result<String, String> {
+pub(crate) fn parse_bootstrap(value: &str) -> Result<String, String> {
     let (host, port) = value
         .rsplit_once(':')
         .ok_or_else(|| "expected HOST:PORT, for example 127.0.0.1:9092".to_string())?;

@@ -5,6 +5,8 @@
 //! - [`lab`]: what a lab is (the [`lab::Lab`] trait), what it gets to run ([`lab::LabContext`])
 //!   and how it fails ([`lab::LabError`]).
 //! - [`labs`]: the registry, one line per lab, and the labs themselves (one folder each).
+//! - [`bench`]: `workshop bench`, the broker's and client's figures next to this machine's raw
+//!   loopback ceilings (not a lab: it streams JSON lines of its own).
 //! - [`cli`]: the command line, assembled from the registry; options every lab shares.
 //! - [`target`]: the broker a lab runs against: embedded on 127.0.0.1:0, or `--bootstrap`
 //!   (unique names, deleted at the end).
@@ -22,6 +24,7 @@
 //! println!("{}", report.figures["mod_3_to_4_kept_of_12"]);
 //! ```
 
+pub mod bench;
 pub mod cli;
 pub mod lab;
 pub mod labs;
@@ -82,12 +85,16 @@ pub enum RunError {
     /// The lab could not run.
     #[error(transparent)]
     Lab(#[from] LabError),
+    /// `workshop bench` could not run, or some of its cases failed.
+    #[error(transparent)]
+    Bench(#[from] bench::BenchError),
 }
 
 /// Parses `args` (without the program name) and runs what they ask for, in-process.
 ///
 /// Narration goes to stderr unless `--check` is given; nothing is written to stdout here (see
-/// [`Outcome::emit`]), so tests can call this directly.
+/// [`Outcome::emit`]), so tests can call this directly. The one exception is `bench`, which
+/// writes its JSON lines to stdout as it goes.
 pub fn run<I, T>(args: I) -> Result<Outcome, RunError>
 where
     I: IntoIterator<Item = T>,
@@ -100,6 +107,12 @@ where
                 .map(|lab| (lab.name, lab.summary))
                 .collect(),
         )),
+        // The bench streams its JSON lines to stdout as it measures (a full run takes
+        // minutes); what it returns is only the verdict that every case ran.
+        cli::Invocation::Bench(args) => Ok(Outcome::Lab {
+            report: bench::run(args)?,
+            json: false,
+        }),
         cli::Invocation::Lab {
             entry,
             common,
