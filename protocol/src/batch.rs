@@ -98,7 +98,8 @@ impl BatchHeader {
     /// Saturating: a hostile base offset must not overflow (the delta was checked non-negative
     /// only by [`validate_single_batch`]).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset.saturating_add(self.last_offset_delta as i64)
+        self.base_offset
+            .saturating_add(self.last_offset_delta as i64)
     }
 
     /// 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
