@@ -16,10 +16,9 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::batch::{Outcome, ProducerBatch};
+use super::batch::{ProducerBatch, Settlement};
 use super::identity::ProducerIdAndEpoch;
 use super::partitioner::{Sticky, Target};
 use super::sequence::PartitionSequences;
@@ -83,7 +82,7 @@ pub struct Appended {
     pub partition: i32,
     /// The record's position in its batch: its offset is the batch's base offset plus this.
     pub index: i32,
-    pub outcome: watch::Receiver<Outcome>,
+    pub outcome: Arc<Settlement>,
     /// A batch was opened or filled up, so the sender has new work or a new deadline.
     pub wake_sender: bool,
 }
@@ -169,7 +168,7 @@ impl Accumulator {
         Appended {
             partition,
             index: builder.record_count() - 1,
-            outcome: open.subscribe(),
+            outcome: open.settlement(),
             wake_sender,
         }
     }
@@ -317,7 +316,7 @@ mod tests {
     }
 
     /// `n` batches on partition 0 of one record each (each value fills a 100-byte batch).
-    fn batches(acc: &mut Accumulator, n: usize, now: Instant) -> Vec<watch::Receiver<Outcome>> {
+    fn batches(acc: &mut Accumulator, n: usize, now: Instant) -> Vec<Arc<Settlement>> {
         (0..n)
             .map(|i| append(acc, 0, &[i as u8; 100], now).outcome)
             .collect()
@@ -378,10 +377,10 @@ mod tests {
         let mut acc = Accumulator::new(200, LINGER, 1);
         let first = append(&mut acc, 0, &[1u8; 100], now).outcome;
         let second = append(&mut acc, 0, &[2u8; 100], now).outcome;
-        assert!(!first.same_channel(&second));
+        assert!(!Arc::ptr_eq(&first, &second));
         let (mut ready, _) = acc.drain(now, true, None);
         let batch = ready.pop().unwrap();
-        assert!(batch.subscribe().same_channel(&first));
+        assert!(Arc::ptr_eq(&batch.settlement(), &first));
         let retry_at = now + Duration::from_millis(100);
         acc.requeue(batch, retry_at);
         let (ready, next) = acc.drain(now, true, None);
@@ -389,7 +388,7 @@ mod tests {
         assert_eq!(next, Some(retry_at));
         let (ready, _) = acc.drain(retry_at, true, None);
         assert!(
-            ready[0].subscribe().same_channel(&first),
+            Arc::ptr_eq(&ready[0].settlement(), &first),
             "the retry goes before the rest"
         );
     }

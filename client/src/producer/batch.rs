@@ -1,10 +1,10 @@
 //! A batch on its way: filled, given its place in its partition's order (and, with idempotence,
 //! its sequence) when first sent, sealed into wire bytes once, then sent, perhaps again.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -19,7 +19,40 @@ pub struct Delivered {
     pub log_append_time: i64,
 }
 
-pub type Outcome = Option<Result<Delivered, Error>>;
+/// How a batch went, shared by the batch and the delivery futures of its records. Handing it to
+/// a record costs one reference count: the producer does this for every record it takes.
+#[derive(Default)]
+pub struct Settlement {
+    result: OnceLock<Result<Delivered, Error>>,
+    settled: Notify,
+}
+
+impl Settlement {
+    /// The batch's fate, once known.
+    pub fn get(&self) -> Option<&Result<Delivered, Error>> {
+        self.result.get()
+    }
+
+    pub async fn wait(&self) -> &Result<Delivered, Error> {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the check, so a settlement in between still wakes us.
+            settled.as_mut().enable();
+            if let Some(result) = self.get() {
+                return result;
+            }
+            settled.await;
+        }
+    }
+
+    /// The first result sticks: a batch settles once.
+    fn settle(&self, result: Result<Delivered, Error>) {
+        if self.result.set(result).is_ok() {
+            self.settled.notify_waiters();
+        }
+    }
+}
 
 pub struct ProducerBatch {
     pub topic: Arc<str>,
@@ -39,7 +72,7 @@ pub struct ProducerBatch {
     pub(super) identity: ProducerIdentity,
     /// Counted in its partition's in-flight window.
     pub(super) in_flight: bool,
-    outcome: watch::Sender<Outcome>,
+    outcome: Arc<Settlement>,
 }
 
 impl ProducerBatch {
@@ -56,7 +89,7 @@ impl ProducerBatch {
             ordinal: None,
             identity: ProducerIdentity::NONE,
             in_flight: false,
-            outcome: watch::Sender::new(None),
+            outcome: Arc::default(),
         }
     }
 
@@ -92,12 +125,20 @@ impl ProducerBatch {
         Ok(bytes)
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<Outcome> {
-        self.outcome.subscribe()
+    pub fn settlement(&self) -> Arc<Settlement> {
+        Arc::clone(&self.outcome)
     }
 
     /// Tells every record of the batch how it went.
     pub fn complete(self, result: Result<Delivered, Error>) {
-        self.outcome.send_replace(Some(result));
+        self.outcome.settle(result);
+    }
+}
+
+impl Drop for ProducerBatch {
+    /// A batch dropped unsettled (its producer's task went away with the runtime) must not
+    /// leave its records' futures waiting for ever.
+    fn drop(&mut self) {
+        self.outcome.settle(Err(Error::ProducerClosed));
     }
 }

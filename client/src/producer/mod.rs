@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use protocol::batch::HEADER_LEN;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::Client;
@@ -39,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::record::codec::estimated_record_size;
 use crate::record::Header;
 pub use ack_loss::{AckLoss, LossPattern, LostAck};
-use batch::Outcome;
+use batch::Settlement;
 pub use config::{Acks, ProducerConfig, MAX_IN_FLIGHT_IDEMPOTENT};
 pub use identity::ProducerIdAndEpoch;
 use shared::Shared;
@@ -107,7 +106,7 @@ pub struct RecordMetadata {
 
 /// Resolves when the record's batch is acknowledged or has failed for good.
 pub struct DeliveryFuture {
-    outcome: watch::Receiver<Outcome>,
+    outcome: Arc<Settlement>,
     partition: i32,
     index: i32,
     timestamp: i64,
@@ -119,16 +118,10 @@ impl DeliveryFuture {
         self.partition
     }
 
-    pub async fn wait(mut self) -> Result<RecordMetadata> {
-        let outcome = self
-            .outcome
-            .wait_for(Option::is_some)
-            .await
-            .map_err(|_| Error::ProducerClosed)?;
-        let delivered = match outcome.as_ref() {
-            Some(Ok(d)) => *d,
-            Some(Err(e)) => return Err(e.clone()),
-            None => unreachable!("wait_for checked"),
+    pub async fn wait(self) -> Result<RecordMetadata> {
+        let delivered = match self.outcome.wait().await {
+            Ok(d) => *d,
+            Err(e) => return Err(e.clone()),
         };
         Ok(RecordMetadata {
             partition: self.partition,

@@ -242,7 +242,7 @@ mod tests {
         shared
     }
 
-    type Watch = tokio::sync::watch::Receiver<crate::producer::batch::Outcome>;
+    type Watch = std::sync::Arc<crate::producer::batch::Settlement>;
 
     /// `n` one-record batches for partition 0 (each record is bigger than a batch), drained
     /// within the window of five.
@@ -277,7 +277,7 @@ mod tests {
     }
 
     fn outcome(w: &Watch) -> Option<Result<Delivered, Error>> {
-        w.borrow().clone()
+        w.get().cloned()
     }
 
     fn fatal_code(result: Option<Result<Delivered, Error>>) -> Option<i16> {
