@@ -100,6 +100,22 @@ pub fn finish_frame(out: &mut BytesMut, at: usize) {
     out[at..at + 4].copy_from_slice(&size.to_be_bytes());
 }
 
+/// Writes the size of everything after the prefix at `at` plus `following` bytes that will be
+/// written after `out` without being copied into it. Fails if the frame would pass 2 GiB.
+pub fn finish_frame_followed_by(
+    out: &mut BytesMut,
+    at: usize,
+    following: usize,
+) -> Result<(), FrameError> {
+    let size = (out.len() - at - 4).saturating_add(following);
+    let prefix = i32::try_from(size).map_err(|_| FrameError::TooLarge {
+        size,
+        cap: i32::MAX as usize,
+    })?;
+    out[at..at + 4].copy_from_slice(&prefix.to_be_bytes());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

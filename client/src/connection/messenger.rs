@@ -15,7 +15,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use parking_lot::Mutex;
-use protocol::frame::{finish_frame, read_frame, start_frame, FrameReadError};
+use protocol::frame::{finish_frame_followed_by, read_frame, start_frame, FrameReadError};
+use std::io::IoSlice;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -191,7 +192,7 @@ where
     /// one after another (each `send` awaited before the next) reach the broker in that order,
     /// and a broker answers one connection's requests in order: the idempotent producer keeps
     /// several batches of a partition in flight this way without their sequences crossing.
-    pub async fn send<R: Request>(&self, req: &R, version: i16) -> Result<PendingAnswer> {
+    pub async fn send<O: Outgoing>(&self, req: &O, version: i16) -> Result<PendingAnswer> {
         let (correlation_id, frame) = self.encode(req, version)?;
         let (tx, answer) = oneshot::channel();
         match &mut *self.shared.state.lock() {
@@ -204,7 +205,7 @@ where
         let pending = PendingAnswer {
             shared: Arc::clone(&self.shared),
             correlation_id,
-            api: api_name(R::KEY),
+            api: api_name(O::Request::KEY),
             answer,
         };
         self.write(&frame).await?;
@@ -213,7 +214,7 @@ where
 
     /// Sends `req` and expects no answer (Produce with acks=0: the broker sends none, so waiting
     /// for one would hang and matching would misfire).
-    pub async fn send_only<R: Request>(&self, req: &R, version: i16) -> Result<()> {
+    pub async fn send_only<O: Outgoing>(&self, req: &O, version: i16) -> Result<()> {
         if let Some(e) = self.shared.poison_error() {
             return Err(e.into());
         }
@@ -221,28 +222,32 @@ where
         self.write(&frame).await
     }
 
-    fn encode<R: Request>(&self, req: &R, version: i16) -> Result<(i32, BytesMut)> {
+    fn encode<O: Outgoing>(&self, req: &O, version: i16) -> Result<(i32, Frame)> {
+        let key = O::Request::KEY;
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
+            .with_request_api_key(key)
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
             .with_client_id(Some(self.client_id.clone()));
-        let mut buf = BytesMut::new();
-        let at = start_frame(&mut buf);
+        let mut head = BytesMut::new();
+        let at = start_frame(&mut head);
         let encoded = header
-            .encode(&mut buf, R::header_version(version))
-            .and_then(|()| req.encode(&mut buf, version));
-        encoded.map_err(|e| ProtocolError::Encode {
-            api: api_name(R::KEY),
+            .encode(&mut head, O::Request::header_version(version))
+            .map_err(|e| e.to_string())
+            .and_then(|()| req.encode(&mut head, version));
+        let failed = |reason: String| ProtocolError::Encode {
+            api: api_name(key),
             version,
-            reason: e.to_string(),
-        })?;
-        finish_frame(&mut buf, at);
-        Ok((correlation_id, buf))
+            reason,
+        };
+        let pieces = encoded.map_err(failed)?;
+        let following = pieces.iter().map(Bytes::len).sum();
+        finish_frame_followed_by(&mut head, at, following).map_err(|e| failed(e.to_string()))?;
+        Ok((correlation_id, Frame { head, pieces }))
     }
 
-    async fn write(&self, frame: &[u8]) -> Result<()> {
+    async fn write(&self, frame: &Frame) -> Result<()> {
         let mut writer = self.writer.lock().await;
         // Checked under the writer lock: a poisoned stream may be mid-frame.
         if let Some(e) = self.shared.poison_error() {
@@ -253,7 +258,10 @@ where
             armed: true,
         };
         let written = async {
-            writer.write_all(frame).await?;
+            let mut parts = Vec::with_capacity(1 + frame.pieces.len());
+            parts.push(&frame.head[..]);
+            parts.extend(frame.pieces.iter().map(|piece| &piece[..]));
+            write_all_vectored(&mut *writer, &parts).await?;
             writer.flush().await
         }
         .await;
@@ -268,6 +276,57 @@ where
         }
         Ok(())
     }
+}
+
+/// A request the messenger can write. Every Kafka request of the crate is one, encoded whole
+/// into the frame buffer; a Produce body may leave its record batches out as pieces.
+pub trait Outgoing {
+    /// The request whose key, header version and answer this is.
+    type Request: Request;
+
+    /// Encodes into `head` and returns what follows it on the wire, written as is.
+    fn encode(&self, head: &mut BytesMut, version: i16) -> std::result::Result<Vec<Bytes>, String>;
+}
+
+impl<R: Request> Outgoing for R {
+    type Request = R;
+
+    fn encode(&self, head: &mut BytesMut, version: i16) -> std::result::Result<Vec<Bytes>, String> {
+        Encodable::encode(self, head, version).map_err(|e| e.to_string())?;
+        Ok(Vec::new())
+    }
+}
+
+/// One request on its way out: size prefix, header and encoded fields, then the pieces.
+struct Frame {
+    head: BytesMut,
+    pieces: Vec<Bytes>,
+}
+
+/// Writes every part in order, as few system calls as the stream allows (one `writev` for a
+/// whole Produce request on a TCP socket).
+async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(
+    writer: &mut W,
+    parts: &[&[u8]],
+) -> std::io::Result<()> {
+    // How far the write has come: parts before `at` are out, and `into` bytes of `parts[at]`.
+    let (mut at, mut into) = (0, 0);
+    while at < parts.len() {
+        let slices: Vec<IoSlice<'_>> = std::iter::once(&parts[at][into..])
+            .chain(parts[at + 1..].iter().copied())
+            .map(IoSlice::new)
+            .collect();
+        let mut written = writer.write_vectored(&slices).await?;
+        if written == 0 && slices.iter().any(|s| !s.is_empty()) {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while at < parts.len() && written >= parts[at].len() - into {
+            written -= parts[at].len() - into;
+            (at, into) = (at + 1, 0);
+        }
+        into += written;
+    }
+    Ok(())
 }
 
 /// Decodes an answer frame (response header, then body) for a request sent at `version`.
@@ -360,7 +419,7 @@ async fn read_loop<RW: AsyncRead>(mut reader: ReadHalf<RW>, shared: Arc<Shared>,
 mod tests {
     use super::*;
     use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseHeader};
-    use protocol::frame::DEFAULT_MAX_FRAME_BYTES;
+    use protocol::frame::{finish_frame, DEFAULT_MAX_FRAME_BYTES};
     use protocol::versions::HeaderPrefix;
     use tokio::io::{duplex, DuplexStream};
 
@@ -559,5 +618,61 @@ mod tests {
         m.send_only(&MetadataRequest::default(), 1).await.unwrap();
         let req = broker.next_request().await.unwrap();
         assert_eq!(req.api_key, 3);
+    }
+
+    /// Takes at most three bytes per call, across slices, as a full socket buffer would.
+    struct Trickle(Vec<u8>);
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = buf.len().min(3);
+            self.get_mut().0.extend_from_slice(&buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let this = self.get_mut();
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(3 - n);
+                this.0.extend_from_slice(&b[..take]);
+                n += take;
+            }
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn pieces_are_written_whole_and_in_order_through_short_writes() {
+        let parts: [&[u8]; 5] = [b"head", b"", b"a", b"0123456789", b"tail"];
+        let mut out = Trickle(Vec::new());
+        write_all_vectored(&mut out, &parts).await.unwrap();
+        assert_eq!(out.0, b"heada0123456789tail");
     }
 }

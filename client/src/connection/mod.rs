@@ -16,6 +16,7 @@ use kafka_protocol::protocol::Request;
 use tokio::net::TcpStream;
 
 use crate::error::{Result, TransportError};
+pub use messenger::Outgoing;
 use messenger::{Messenger, PendingAnswer};
 use versions::ApiVersions;
 
@@ -106,8 +107,11 @@ impl BrokerConnection {
     /// Writes the request now and returns its answer to come. Requests started one after another
     /// (each `start` awaited before the next) reach the broker, and are answered, in that order;
     /// the idempotent producer keeps several batches of a partition in flight this way.
-    pub async fn start<R: Request>(&self, build: impl FnOnce(i16) -> R) -> Result<PendingCall<R>> {
-        let version = self.version(R::KEY)?;
+    pub async fn start<O: Outgoing>(
+        &self,
+        build: impl FnOnce(i16) -> O,
+    ) -> Result<PendingCall<O::Request>> {
+        let version = self.version(O::Request::KEY)?;
         let answer = self.messenger.send(&build(version), version).await?;
         Ok(PendingCall {
             answer,
@@ -118,8 +122,8 @@ impl BrokerConnection {
     }
 
     /// Sends a request the broker does not answer (Produce with acks=0).
-    pub async fn send_only<R: Request>(&self, build: impl FnOnce(i16) -> R) -> Result<()> {
-        let version = self.version(R::KEY)?;
+    pub async fn send_only<O: Outgoing>(&self, build: impl FnOnce(i16) -> O) -> Result<()> {
+        let version = self.version(O::Request::KEY)?;
         self.messenger.send_only(&build(version), version).await
     }
 }

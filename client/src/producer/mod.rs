@@ -22,6 +22,7 @@ pub mod batch;
 pub mod config;
 pub mod identity;
 pub mod partitioner;
+pub mod request;
 pub mod sender;
 pub mod sequence;
 pub mod shared;

@@ -13,14 +13,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use tokio::time::Instant;
 
 use super::batch::{Delivered, ProducerBatch};
+use super::request::ProduceBody;
 use super::shared::Shared;
-use crate::client::topic_name;
 use crate::connection::{BrokerConnection, PendingCall};
 use crate::error::{Error, ProtocolError, Result};
 
@@ -132,7 +131,10 @@ async fn send_to_leader(shared: &Arc<Shared>, leader: i32, batches: Vec<Producer
     }
     let mut requests = split_by_round(sendable).into_iter();
     while let Some(round) = requests.next() {
-        match conn.start(|_| request(&round, acks, timeout_ms)).await {
+        match conn
+            .start(|_| ProduceBody::new(&round, acks, timeout_ms))
+            .await
+        {
             Ok(pending) => {
                 let addr = conn.addr().to_string();
                 tokio::spawn(settle_answer(Arc::clone(shared), pending, round, addr));
@@ -157,7 +159,9 @@ async fn send_unanswered(
     timeout_ms: i32,
 ) {
     for round in split_by_round(sendable) {
-        let sent = conn.send_only(|_| request(&round, 0, timeout_ms)).await;
+        let sent = conn
+            .send_only(|_| ProduceBody::new(&round, 0, timeout_ms))
+            .await;
         for (batch, _) in round {
             match &sent {
                 Ok(()) => shared.settle(
@@ -219,31 +223,6 @@ fn split_by_round(batches: Vec<(ProducerBatch, Bytes)>) -> Vec<Vec<(ProducerBatc
     rounds
 }
 
-/// One Produce request carrying one batch per partition.
-fn request(batches: &[(ProducerBatch, Bytes)], acks: i16, timeout_ms: i32) -> ProduceRequest {
-    let mut topics: Vec<TopicProduceData> = Vec::new();
-    for (batch, bytes) in batches {
-        let data = PartitionProduceData::default()
-            .with_index(batch.partition)
-            .with_records(Some(bytes.clone()));
-        match topics
-            .iter_mut()
-            .find(|t| t.name.0.as_str() == &*batch.topic)
-        {
-            Some(t) => t.partition_data.push(data),
-            None => topics.push(
-                TopicProduceData::default()
-                    .with_name(topic_name(&batch.topic))
-                    .with_partition_data(vec![data]),
-            ),
-        }
-    }
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(timeout_ms)
-        .with_topic_data(topics)
-}
-
 fn find<'a>(
     resp: &'a ProduceResponse,
     topic: &str,
@@ -263,7 +242,6 @@ mod tests {
     use crate::producer::identity::ProducerIdAndEpoch;
     use crate::producer::partitioner::Target;
     use crate::record::Compression;
-    use kafka_protocol::protocol::Encodable;
     use std::time::Duration;
 
     fn sealed(ready: Vec<ProducerBatch>) -> Vec<(ProducerBatch, Bytes)> {
@@ -274,32 +252,6 @@ mod tests {
                 (b, bytes)
             })
             .collect()
-    }
-
-    #[test]
-    fn one_entry_per_topic_one_batch_per_partition_at_every_version() {
-        let now = Instant::now();
-        let mut acc = Accumulator::new(16384, Duration::ZERO, 1);
-        for (topic, p) in [("a", 0), ("b", 1), ("a", 2), ("a", 0)] {
-            acc.append(
-                topic,
-                Target::Partition(p),
-                0,
-                None,
-                Some(b"v"),
-                &[],
-                1,
-                now,
-            );
-        }
-        let (ready, _) = acc.drain(now, true, None);
-        let req = request(&sealed(ready), -1, 30_000);
-        assert_eq!(req.topic_data.len(), 2);
-        let parts: usize = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
-        assert_eq!(parts, 3);
-        for v in 3..=9 {
-            req.encode(&mut bytes::BytesMut::new(), v).unwrap();
-        }
     }
 
     #[test]
