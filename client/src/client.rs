@@ -3,6 +3,7 @@
 //! policy.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,6 +70,9 @@ struct Inner {
     config: ClientConfig,
     settings: ConnectionSettings,
     cache: RwLock<MetadataCache>,
+    /// Counts changes to `cache`, so that a producer may keep a partition count for itself and
+    /// know, with one atomic load per record, whether the cache has changed since.
+    generation: AtomicU64,
     // One metadata refresh at a time: many producers noticing stale metadata together should
     // cause one request, not one each.
     refresh: tokio::sync::Mutex<()>,
@@ -110,6 +114,7 @@ impl Client {
                 config,
                 settings,
                 cache: RwLock::new(MetadataCache::default()),
+                generation: AtomicU64::new(0),
                 refresh: tokio::sync::Mutex::new(()),
             }),
             slots: Arc::default(),
@@ -147,7 +152,10 @@ impl Client {
             .call(|version| metadata_request(topics, allow_auto_create, version))
             .await?;
         let snapshot = MetadataSnapshot::from_response(resp);
-        self.inner.cache.write().apply(&snapshot, Instant::now());
+        let mut cache = self.inner.cache.write();
+        cache.apply(&snapshot, Instant::now());
+        self.inner.generation.fetch_add(1, Ordering::Release);
+        drop(cache);
         Ok(snapshot)
     }
 
@@ -182,7 +190,16 @@ impl Client {
 
     /// Marks a topic's metadata stale, after an error that suggests it changed.
     pub fn invalidate(&self, topic: &str) {
-        self.inner.cache.write().invalidate(topic);
+        let mut cache = self.inner.cache.write();
+        cache.invalidate(topic);
+        self.inner.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes with every change to the metadata cache (a fetch, or a topic marked stale). Read
+    /// it before [`partition_count`](Self::partition_count): a count learned then holds for as
+    /// long as the generation stays the same and the count is younger than the metadata max age.
+    pub fn metadata_generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
     }
 
     /// The leader of a partition as last learned, without asking anyone.

@@ -75,6 +75,18 @@ struct TopicQueues {
     name: Arc<str>,
     partitions: Vec<PartitionQueue>,
     sticky: Sticky,
+    /// The partition count records are routed with, as last learned from the client.
+    routing: Option<Routing>,
+}
+
+/// A partition count and when it was learned: it holds while the client's metadata generation
+/// is unchanged and for at most the metadata max age. Kept here, under the lock `append` takes
+/// anyway, so that a record costs no second lock and no second lookup of its topic.
+#[derive(Debug, Clone, Copy)]
+struct Routing {
+    partitions: i32,
+    generation: u64,
+    learned_at: Instant,
 }
 
 /// Where an appended record ended up.
@@ -88,7 +100,12 @@ pub struct Appended {
 }
 
 pub struct Accumulator {
-    topics: HashMap<String, TopicQueues>,
+    topics: Vec<TopicQueues>,
+    /// Where each topic is in `topics`.
+    by_name: HashMap<Arc<str>, usize>,
+    /// The topic of the last lookup: producers mostly send to one topic at a time, and
+    /// comparing its name costs less than hashing it.
+    last: usize,
     batch_size: usize,
     linger: Duration,
     /// Batches of one partition in flight at once.
@@ -99,12 +116,47 @@ pub struct Accumulator {
 impl Accumulator {
     pub fn new(batch_size: usize, linger: Duration, window: usize) -> Self {
         Self {
-            topics: HashMap::new(),
+            topics: Vec::new(),
+            by_name: HashMap::new(),
+            last: 0,
             batch_size,
             linger,
             window: window.max(1),
             rng: StdRng::from_entropy(),
         }
+    }
+
+    /// The partition count learned for `topic` by [`learn_partitions`](Self::learn_partitions),
+    /// unless the client's metadata changed since (`generation`) or it is `max_age` old.
+    pub fn known_partitions(
+        &mut self,
+        topic: &str,
+        generation: u64,
+        now: Instant,
+        max_age: Duration,
+    ) -> Option<i32> {
+        let at = self.topic_index(topic);
+        let routing = self.topics[at].routing?;
+        let current = routing.generation == generation
+            && now.saturating_duration_since(routing.learned_at) < max_age;
+        current.then_some(routing.partitions)
+    }
+
+    /// Remembers the partition count the client gave for `topic` when its metadata generation
+    /// was `generation` (read before asking).
+    pub fn learn_partitions(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+        generation: u64,
+        now: Instant,
+    ) {
+        let at = self.topic_index(topic);
+        self.topics[at].routing = Some(Routing {
+            partitions,
+            generation,
+            learned_at: now,
+        });
     }
 
     /// Encodes a record into its partition's open batch (allocating only when a batch or a
@@ -121,15 +173,8 @@ impl Accumulator {
         memory: u32,
         now: Instant,
     ) -> Appended {
-        if !self.topics.contains_key(topic) {
-            let queues = TopicQueues {
-                name: Arc::from(topic),
-                partitions: Vec::new(),
-                sticky: Sticky::default(),
-            };
-            self.topics.insert(topic.to_string(), queues);
-        }
-        let queues = self.topics.get_mut(topic).expect("inserted above");
+        let at = self.topic_index(topic);
+        let queues = &mut self.topics[at];
         let partition = match target {
             Target::Partition(p) => p,
             Target::Sticky { partitions } => queues.sticky.partition(partitions, &mut self.rng),
@@ -186,7 +231,7 @@ impl Accumulator {
         let mut next: Option<Instant> = None;
         let mut soonest = |at: Instant| next = Some(next.map_or(at, |n| n.min(at)));
         let (window, linger, batch_size) = (self.window, self.linger, self.batch_size);
-        for queues in self.topics.values_mut() {
+        for queues in &mut self.topics {
             for (p, queue) in queues.partitions.iter_mut().enumerate() {
                 if queue.recovering {
                     if queue.in_flight > 0 {
@@ -264,7 +309,7 @@ impl Accumulator {
 
     /// Nothing open, queued or in flight.
     pub fn is_idle(&self) -> bool {
-        self.topics.values().all(|t| {
+        self.topics.iter().all(|t| {
             t.partitions
                 .iter()
                 .all(|q| q.open.is_none() && q.queued.is_empty() && q.in_flight == 0)
@@ -274,7 +319,7 @@ impl Accumulator {
     /// Takes every batch not yet sent, to fail them (the producer is going away).
     pub fn take_unsent(&mut self) -> Vec<ProducerBatch> {
         let mut out = Vec::new();
-        for queues in self.topics.values_mut() {
+        for queues in &mut self.topics {
             for queue in &mut queues.partitions {
                 out.extend(queue.queued.drain(..));
                 out.extend(queue.open.take());
@@ -284,10 +329,37 @@ impl Accumulator {
     }
 
     fn queue(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionQueue> {
-        self.topics
-            .get_mut(topic)?
+        let at = *self.by_name.get(topic)?;
+        self.topics[at]
             .partitions
             .get_mut(usize::try_from(partition).ok()?)
+    }
+
+    /// Where `topic` is in `topics`, adding it when new.
+    fn topic_index(&mut self, topic: &str) -> usize {
+        if self
+            .topics
+            .get(self.last)
+            .is_some_and(|t| &*t.name == topic)
+        {
+            return self.last;
+        }
+        let at = match self.by_name.get(topic) {
+            Some(&at) => at,
+            None => {
+                let name: Arc<str> = Arc::from(topic);
+                self.topics.push(TopicQueues {
+                    name: Arc::clone(&name),
+                    partitions: Vec::new(),
+                    sticky: Sticky::default(),
+                    routing: None,
+                });
+                self.by_name.insert(name, self.topics.len() - 1);
+                self.topics.len() - 1
+            }
+        };
+        self.last = at;
+        at
     }
 }
 
@@ -477,6 +549,23 @@ mod tests {
             .append("t", sticky, 0, None, Some(b"v"), &[], 1, now)
             .partition;
         assert_ne!(next, parts[0]);
+    }
+
+    #[test]
+    fn a_learned_partition_count_holds_until_the_metadata_changes_or_ages() {
+        let now = Instant::now();
+        let age = Duration::from_secs(5);
+        let mut acc = Accumulator::new(16384, LINGER, 1);
+        assert_eq!(acc.known_partitions("t", 3, now, age), None, "never learned");
+        acc.learn_partitions("t", 12, 3, now);
+        acc.learn_partitions("u", 4, 3, now);
+        assert_eq!(acc.known_partitions("t", 3, now, age), Some(12));
+        assert_eq!(acc.known_partitions("u", 3, now, age), Some(4));
+        assert_eq!(acc.known_partitions("t", 4, now, age), None, "cache changed");
+        let later = now + age;
+        assert_eq!(acc.known_partitions("t", 3, later, age), None, "too old");
+        acc.learn_partitions("t", 24, 4, later);
+        assert_eq!(acc.known_partitions("t", 4, later, age), Some(24));
     }
 
     #[test]

@@ -32,12 +32,14 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use protocol::batch::HEADER_LEN;
+use tokio::sync::TryAcquireError;
 use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::record::codec::estimated_record_size;
 use crate::record::Header;
+use accumulator::Accumulator;
 pub use ack_loss::{AckLoss, LossPattern, LostAck};
 use batch::Settlement;
 pub use config::{Acks, ProducerConfig, MAX_IN_FLIGHT_IDEMPOTENT};
@@ -216,37 +218,89 @@ impl Producer {
         if size > max {
             return Err(Error::RecordTooLarge { size, max });
         }
-        let target = self.target(&record).await?;
         let permits = u32::try_from(size).map_err(|_| Error::RecordTooLarge {
             size,
             max: u32::MAX as usize,
         })?;
+        let timestamp = record.timestamp.unwrap_or_else(now_millis);
+        let now = Instant::now();
+        if let Some(sent) = self.try_send_now(&record, timestamp, permits, now) {
+            return sent;
+        }
+        let target = self.target(&record, now).await?;
         shared
             .memory
             .acquire_many(permits)
             .await
             .map_err(|_| Error::ProducerClosed)?
             .forget();
-        let timestamp = record.timestamp.unwrap_or_else(now_millis);
-        let appended = shared.acc.lock().append(
+        // Waiting for memory may have taken a while: the batch's linger starts now.
+        let now = Instant::now();
+        let delivery = self.append(
+            &mut shared.acc.lock(),
+            &record,
+            target,
+            timestamp,
+            permits,
+            now,
+        );
+        Ok(delivery)
+    }
+
+    /// The common case, without an await: the partition count is known and buffer memory is
+    /// free. `None`: the caller must wait for one or the other.
+    fn try_send_now(
+        &self,
+        record: &ProducerRecord<'_>,
+        timestamp: i64,
+        memory: u32,
+        now: Instant,
+    ) -> Option<Result<DeliveryFuture>> {
+        let shared = &self.handle.shared;
+        let generation = shared.client.metadata_generation();
+        let max_age = shared.client.config().metadata_max_age;
+        let mut acc = shared.acc.lock();
+        let partitions = acc.known_partitions(record.topic, generation, now, max_age)?;
+        let target = partitioner::target_of(record, partitions).ok()?;
+        match shared.memory.try_acquire_many(memory) {
+            Ok(reserved) => reserved.forget(),
+            Err(TryAcquireError::Closed) => return Some(Err(Error::ProducerClosed)),
+            Err(TryAcquireError::NoPermits) => return None,
+        }
+        Some(Ok(
+            self.append(&mut acc, record, target, timestamp, memory, now)
+        ))
+    }
+
+    /// Puts the record in its batch, its buffer memory already reserved.
+    fn append(
+        &self,
+        acc: &mut Accumulator,
+        record: &ProducerRecord<'_>,
+        target: partitioner::Target,
+        timestamp: i64,
+        memory: u32,
+        now: Instant,
+    ) -> DeliveryFuture {
+        let appended = acc.append(
             record.topic,
             target,
             timestamp,
             record.key,
             record.value,
             record.headers,
-            permits,
-            Instant::now(),
+            memory,
+            now,
         );
         if appended.wake_sender {
-            shared.wake.notify_one();
+            self.handle.shared.wake.notify_one();
         }
-        Ok(DeliveryFuture {
+        DeliveryFuture {
             outcome: appended.outcome,
             partition: appended.partition,
             index: appended.index,
             timestamp,
-        })
+        }
     }
 
     /// Sends one record and waits for its acknowledgement.
@@ -283,17 +337,31 @@ impl Producer {
         self.flush().await;
     }
 
-    async fn target(&self, record: &ProducerRecord<'_>) -> Result<partitioner::Target> {
-        let client = &self.handle.shared.client;
-        let partitions = client.partition_count(record.topic, true).await?;
-        match partitioner::target(record.topic, record.partition, record.key, partitions) {
-            // The topic may have grown since the cache was filled: look once more.
-            Err(Error::UnknownPartition { .. }) => {
-                client.invalidate(record.topic);
-                let partitions = client.partition_count(record.topic, true).await?;
-                partitioner::target(record.topic, record.partition, record.key, partitions)
+    /// Asks the client for the topic's partition count (a metadata request when its cache is
+    /// stale), remembers it in the accumulator, and routes the record with it.
+    async fn target(
+        &self,
+        record: &ProducerRecord<'_>,
+        now: Instant,
+    ) -> Result<partitioner::Target> {
+        let shared = &self.handle.shared;
+        let client = &shared.client;
+        let mut looked_again = false;
+        loop {
+            let generation = client.metadata_generation();
+            let partitions = client.partition_count(record.topic, true).await?;
+            shared
+                .acc
+                .lock()
+                .learn_partitions(record.topic, partitions, generation, now);
+            match partitioner::target_of(record, partitions) {
+                // The topic may have grown since the cache was filled: look once more.
+                Err(Error::UnknownPartition { .. }) if !looked_again => {
+                    client.invalidate(record.topic);
+                    looked_again = true;
+                }
+                routed => return routed,
             }
-            other => other,
         }
     }
 }

@@ -12,6 +12,7 @@
 use protocol::partitioner::partition_for_key;
 use rand::Rng;
 
+use super::ProducerRecord;
 use crate::error::{Error, Result};
 
 /// Where a record is headed, before the sticky choice (which needs the accumulator's state).
@@ -43,6 +44,11 @@ pub fn target(
         (None, Some(key)) => Ok(Target::Partition(partition_for_key(key, partitions))),
         (None, None) => Ok(Target::Sticky { partitions }),
     }
+}
+
+/// [`target`] for a record about to be sent.
+pub fn target_of(record: &ProducerRecord<'_>, partitions: i32) -> Result<Target> {
+    target(record.topic, record.partition, record.key, partitions)
 }
 
 /// The sticky choice for one topic.
