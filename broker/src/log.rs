@@ -5,7 +5,13 @@
 //! the stored bytes. Each partition has its own lock, so produce and fetch on different partitions
 //! never wait for each other. With a data directory, each append is also written to the
 //! partition's [`SegmentFile`] before it becomes visible.
+//!
+//! With `retention.bytes`, the oldest batches go once the partition holds more, and the log
+//! start offset moves past them. Besides bounding memory, this is what keeps a busy broker fast:
+//! the memory of dropped batches is reused for new ones, while a log that only grows must have
+//! every new page zeroed by the kernel, which cost half of the broker's time under produce load.
 
+use std::collections::VecDeque;
 use std::io;
 use std::path::Path;
 
@@ -55,7 +61,7 @@ pub struct OffsetOutOfRange {
 #[derive(Debug, Default)]
 struct LogState {
     /// In offset order; `batches[i].last_offset < batches[i + 1].base_offset`.
-    batches: Vec<StoredBatch>,
+    batches: VecDeque<StoredBatch>,
     start: i64,
     end: i64,
     /// Sum of stored batch sizes.
@@ -67,6 +73,27 @@ struct LogState {
     duplicates_absorbed: u64,
     /// Where appends are written when the broker has a data directory.
     file: Option<SegmentFile>,
+    /// Kafka's `retention.bytes`; `None` keeps everything.
+    retention_bytes: Option<usize>,
+}
+
+impl LogState {
+    /// Drops the oldest batches while the log would still hold `retention.bytes` without them,
+    /// the condition on which Kafka deletes a segment (a batch is our segment); the newest batch
+    /// always stays. The data directory's file keeps them: retention applies again on recovery.
+    fn apply_retention(&mut self) {
+        let Some(keep) = self.retention_bytes else {
+            return;
+        };
+        while self.batches.len() > 1 && self.bytes - self.batches[0].data.len() >= keep {
+            if let Some(oldest) = self.batches.pop_front() {
+                self.bytes -= oldest.data.len();
+            }
+        }
+        if let Some(first) = self.batches.front() {
+            self.start = self.start.max(first.base_offset);
+        }
+    }
 }
 
 /// Where an append went.
@@ -119,7 +146,7 @@ impl PartitionLog {
                 }
                 state.bytes += data.len();
                 state.end = header.last_offset() + 1;
-                state.batches.push(StoredBatch {
+                state.batches.push_back(StoredBatch {
                     base_offset: header.base_offset,
                     last_offset: header.last_offset(),
                     max_timestamp: header.max_timestamp,
@@ -137,6 +164,13 @@ impl PartitionLog {
             start: state.start,
             end: state.end,
         }
+    }
+
+    /// Sets Kafka's `retention.bytes` (`None`: keep everything) and applies it at once.
+    pub fn set_retention_bytes(&self, bytes: Option<usize>) {
+        let mut state = self.state.lock();
+        state.retention_bytes = bytes;
+        state.apply_retention();
     }
 
     /// Bytes stored in this partition.
@@ -187,13 +221,14 @@ impl PartitionLog {
             }
             let last_offset = base_offset + header.last_offset_delta as i64;
             state.bytes += data.len();
-            state.batches.push(StoredBatch {
+            state.batches.push_back(StoredBatch {
                 base_offset,
                 last_offset,
                 max_timestamp: header.max_timestamp,
                 data: data.freeze(),
             });
             state.end = last_offset + 1;
+            state.apply_retention();
             if idempotent {
                 state.sequences.record(header, base_offset);
             }
@@ -232,19 +267,21 @@ impl PartitionLog {
         let first = state.batches.partition_point(|b| b.last_offset < offset);
         let mut taken = 0;
         let mut size = 0;
-        for batch in &state.batches[first..] {
+        for batch in state.batches.range(first..) {
             if (taken > 0 || !at_least_one) && size + batch.data.len() > max_bytes {
                 break;
             }
             size += batch.data.len();
             taken += 1;
         }
-        let records = match &state.batches[first..first + taken] {
-            [] => None,
-            [one] => Some(one.data.clone()),
-            many => {
+        let mut batches = state.batches.range(first..first + taken);
+        let records = match (batches.len(), batches.next()) {
+            (0, _) | (_, None) => None,
+            (1, Some(one)) => Some(one.data.clone()),
+            (_, Some(head)) => {
                 let mut joined = BytesMut::with_capacity(size);
-                for batch in many {
+                joined.extend_from_slice(&head.data);
+                for batch in batches {
                     joined.extend_from_slice(&batch.data);
                 }
                 Some(joined.freeze())
@@ -372,6 +409,33 @@ mod tests {
         assert_eq!(log.first_batch_at_or_after(50).unwrap().base_offset, 0);
         assert!(log.first_batch_at_or_after(301).is_none());
         assert_eq!(log.max_timestamp_batch().unwrap().base_offset, 2);
+    }
+
+    #[test]
+    fn retention_drops_the_oldest_batches_and_moves_the_log_start() {
+        let log = PartitionLog::new();
+        let size = protocol::batch::HEADER_LEN + 100;
+        for _ in 0..5 {
+            append(&log, 2, 10, 100);
+        }
+        assert_eq!(log.size_bytes(), 5 * size);
+        // Room for two and a half batches: three stay, as Kafka keeps a segment until the log
+        // holds retention.bytes without it.
+        log.set_retention_bytes(Some(2 * size + size / 2));
+        assert_eq!(log.offsets(), LogOffsets { start: 4, end: 10 });
+        assert_eq!(log.size_bytes(), 3 * size);
+        let err = log.read(3, usize::MAX, true).unwrap_err();
+        assert_eq!(err.offsets, LogOffsets { start: 4, end: 10 });
+        assert_eq!(append(&log, 2, 10, 100), 10);
+        assert_eq!(log.offsets(), LogOffsets { start: 6, end: 12 });
+        let read = log.read(6, usize::MAX, true).unwrap();
+        assert_eq!(read.records.unwrap().len(), 3 * size);
+        // A batch larger than the retention stays: the newest batch always does.
+        log.set_retention_bytes(Some(1));
+        assert_eq!(log.offsets(), LogOffsets { start: 10, end: 12 });
+        log.set_retention_bytes(None);
+        append(&log, 2, 10, 100);
+        assert_eq!(log.offsets(), LogOffsets { start: 10, end: 14 });
     }
 
     #[tokio::test]

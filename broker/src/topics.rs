@@ -55,15 +55,38 @@ fn partition_path(topic_dir: &Path, index: i32) -> PathBuf {
 }
 
 /// Logs for partitions `from..to`, backed by files in `topic_dir` when there is one.
-fn new_logs(topic_dir: Option<&Path>, from: i32, to: i32) -> io::Result<Vec<Arc<PartitionLog>>> {
+fn new_logs(
+    topic_dir: Option<&Path>,
+    from: i32,
+    to: i32,
+    retention_bytes: Option<usize>,
+) -> io::Result<Vec<Arc<PartitionLog>>> {
     (from..to)
         .map(|index| {
-            Ok(Arc::new(match topic_dir {
+            let log = match topic_dir {
                 Some(dir) => PartitionLog::create_file(&partition_path(dir, index))?,
                 None => PartitionLog::new(),
-            }))
+            };
+            log.set_retention_bytes(retention_bytes);
+            Ok(Arc::new(log))
         })
         .collect()
+}
+
+const RETENTION_BYTES: &str = "retention.bytes";
+
+/// The topic's `retention.bytes`: `None` when absent or negative (Kafka's -1 keeps everything).
+fn retention_bytes(configs: &BTreeMap<String, String>) -> Result<Option<usize>, TopicError> {
+    let Some(value) = configs.get(RETENTION_BYTES) else {
+        return Ok(None);
+    };
+    let bytes: i64 = value.trim().parse().map_err(|_| {
+        TopicError::new(
+            ResponseError::InvalidConfig,
+            format!("Invalid value {value} for configuration {RETENTION_BYTES}: Not a number of type LONG"),
+        )
+    })?;
+    Ok(usize::try_from(bytes).ok())
 }
 
 fn write_meta(dir: &Path, id: Uuid, configs: &BTreeMap<String, String>) -> io::Result<()> {
@@ -90,13 +113,17 @@ fn load_topic(name: String, dir: &Path) -> io::Result<Topic> {
     }
     let id =
         id.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "topic.meta has no id"))?;
+    let retention =
+        retention_bytes(&configs).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut partitions = Vec::new();
     loop {
         let path = partition_path(dir, partitions.len() as i32);
         if !path.exists() {
             break;
         }
-        partitions.push(Arc::new(PartitionLog::recover(&path)?));
+        let log = PartitionLog::recover(&path)?;
+        log.set_retention_bytes(retention);
+        partitions.push(Arc::new(log));
     }
     Ok(Topic {
         name,
@@ -220,6 +247,7 @@ impl Topics {
                 ),
             ));
         }
+        let retention = retention_bytes(&new.configs)?;
         match self.by_name.entry(new.name.clone()) {
             Entry::Occupied(_) => Err(TopicError::new(
                 ResponseError::TopicAlreadyExists,
@@ -233,8 +261,8 @@ impl Topics {
                         .and_then(|()| write_meta(dir, id, &new.configs))
                         .map_err(storage_error)?;
                 }
-                let partitions =
-                    new_logs(dir.as_deref(), 0, new.partitions).map_err(storage_error)?;
+                let partitions = new_logs(dir.as_deref(), 0, new.partitions, retention)
+                    .map_err(storage_error)?;
                 let topic = Arc::new(Topic {
                     name: new.name,
                     id,
@@ -312,7 +340,10 @@ impl Topics {
         }
         if !validate_only {
             let dir = self.topic_dir(name);
-            partitions.extend(new_logs(dir.as_deref(), current, count).map_err(storage_error)?);
+            let retention = retention_bytes(&topic.configs)?;
+            let logs =
+                new_logs(dir.as_deref(), current, count, retention).map_err(storage_error)?;
+            partitions.extend(logs);
         }
         Ok(())
     }
@@ -388,5 +419,27 @@ mod tests {
             topics.add_partitions("nope", 2, false).unwrap_err().code,
             ResponseError::UnknownTopicOrPartition
         );
+    }
+
+    #[test]
+    fn retention_bytes_is_read_from_the_configs_and_checked_like_kafka() {
+        let with = |value: &str| BTreeMap::from([(RETENTION_BYTES.to_string(), value.to_string())]);
+        assert_eq!(retention_bytes(&BTreeMap::new()), Ok(None));
+        assert_eq!(retention_bytes(&with("1048576")), Ok(Some(1 << 20)));
+        assert_eq!(retention_bytes(&with("-1")), Ok(None));
+        let err = retention_bytes(&with("1MB")).unwrap_err();
+        assert_eq!(err.code, ResponseError::InvalidConfig);
+        assert_eq!(
+            err.message,
+            "Invalid value 1MB for configuration retention.bytes: Not a number of type LONG"
+        );
+        let topics = Topics::default();
+        let mut bad = new("bad", 1);
+        bad.configs = with("lots");
+        assert_eq!(
+            topics.create(bad, false).unwrap_err().code,
+            ResponseError::InvalidConfig
+        );
+        assert!(topics.get("bad").is_none());
     }
 }

@@ -341,6 +341,41 @@ async fn admin_creates_describes_grows_lists_offsets_and_deletes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_bytes_drops_the_oldest_batches_and_readers_start_after_them() {
+    let broker = broker().await;
+    let client = connect(broker.addr()).await;
+    let admin = Admin::new(client.clone());
+    let mut topic = NewTopic::new("retained", 1);
+    topic.configs = vec![("retention.bytes".into(), "3000".into())];
+    admin.create_topic(&topic).await.unwrap();
+    let producer = Producer::new(client.clone(), quick(ProducerConfig::default())).unwrap();
+    let value = [b'r'; 1000];
+    for _ in 0..10 {
+        // One record per batch: each batch is about 1,070 bytes.
+        let record = ProducerRecord::new("retained").value(&value[..]);
+        producer.send_and_wait(record).await.unwrap();
+    }
+    // Kafka drops a segment when the log holds retention.bytes without it: three batches stay.
+    let earliest = admin.list_offsets("retained", OffsetSpec::Earliest).await;
+    let latest = admin.list_offsets("retained", OffsetSpec::Latest).await;
+    assert_eq!(earliest.unwrap()[0].offset, 7);
+    assert_eq!(latest.unwrap()[0].offset, 10);
+    let got = read_topic(&client, "retained", 3).await;
+    let offsets: Vec<i64> = got[&0].iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [7, 8, 9]);
+
+    let mut bad = NewTopic::new("badly-retained", 1);
+    bad.configs = vec![("retention.bytes".into(), "a lot".into())];
+    let err = admin.create_topic(&bad).await.unwrap_err();
+    assert_eq!(
+        err.server().map(|e| e.code),
+        Some(40),
+        "INVALID_CONFIG: {err}"
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producing_to_a_missing_topic_without_auto_create_fails_clearly() {
     let broker = broker::Broker::start(broker::BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),

@@ -58,14 +58,25 @@ impl Cluster {
     }
 
     /// A topic with a name no other run uses.
-    pub async fn create_topic(&self, case: &str, partitions: i32) -> Result<String, BenchError> {
+    pub async fn create_topic(
+        &self,
+        case: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> Result<String, BenchError> {
         let name = format!(
             "bench-{case}-{}-{}",
             std::process::id(),
             TOPICS.fetch_add(1, Ordering::Relaxed)
         );
         self.admin
-            .create_topic(&NewTopic::new(&name, partitions))
+            .create_topic(&NewTopic {
+                configs: configs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..NewTopic::new(&name, partitions)
+            })
             .await
             .map_err(|e| BenchError::new(format!("cannot create topic {name}: {e}")))?;
         Ok(name)

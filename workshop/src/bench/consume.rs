@@ -39,7 +39,7 @@ pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
                 size_name(record),
                 size_name(stored_batch)
             );
-            let topic = cluster.create_topic("consume", 1).await?;
+            let topic = cluster.create_topic("consume", 1, &[]).await?;
             let measured = fill_and_read(&mut cluster, &topic, record, stored_batch, &bench.plan)
                 .await
                 .map_err(|e| BenchError::new(format!("{label}: {e}")));

@@ -40,7 +40,7 @@ pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
     let duration = Duration::from_millis(if bench.plan.quick { 500 } else { 3_000 });
     for rate in RATES {
         let label = format!("1 KiB at {rate}/s, p50 from schedule");
-        let topic = cluster.create_topic("e2e", 1).await?;
+        let topic = cluster.create_topic("e2e", 1, &[]).await?;
         cluster.reset_usage();
         let measured = measure(&cluster, &topic, rate, duration, &bench.plan)
             .await

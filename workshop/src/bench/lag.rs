@@ -26,7 +26,7 @@ pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
         .await?;
     let mut per_1k = None;
     for partitions in [1_000, 10_000] {
-        let topic = cluster.create_topic("lag", partitions).await?;
+        let topic = cluster.create_topic("lag", partitions, &[]).await?;
         let measured = describe_runs(&mut cluster, &topic, partitions, &bench.plan).await;
         cluster.delete_topic(&topic).await;
         let runs = measured?;

@@ -29,7 +29,9 @@ pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
         .raw
         .ping_pong(&bench.plan, &mut bench.reporter)
         .await?;
-    let topic = cluster.create_topic("rebalance", MEMBERS as i32).await?;
+    let topic = cluster
+        .create_topic("rebalance", MEMBERS as i32, &[])
+        .await?;
     cluster.reset_usage();
     let mut runs = Runs::default();
     let mut result = Ok(());
