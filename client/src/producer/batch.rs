@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -76,11 +76,18 @@ pub struct ProducerBatch {
 }
 
 impl ProducerBatch {
-    pub(super) fn new(topic: Arc<str>, partition: i32, batch_size: usize, now: Instant) -> Self {
+    /// A batch writing into `buffer` (a settled batch's, see [`take_buffer`](Self::take_buffer)).
+    pub(super) fn new(
+        topic: Arc<str>,
+        partition: i32,
+        buffer: BytesMut,
+        batch_size: usize,
+        now: Instant,
+    ) -> Self {
         Self {
             topic,
             partition,
-            builder: Some(BatchBuilder::new(batch_size)),
+            builder: Some(BatchBuilder::reusing(buffer, batch_size)),
             sealed: None,
             sealed_records: 0,
             created: now,
@@ -123,6 +130,12 @@ impl ProducerBatch {
         let bytes = builder.finish(compression, self.identity)?;
         self.sealed = Some(bytes.clone());
         Ok(bytes)
+    }
+
+    /// The buffer of a settled batch, to build another batch in; `None` unless this batch holds
+    /// the only reference to its bytes.
+    pub(super) fn take_buffer(&mut self) -> Option<BytesMut> {
+        self.sealed.take()?.try_into_mut().ok()
     }
 
     pub fn settlement(&self) -> Arc<Settlement> {

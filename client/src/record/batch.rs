@@ -50,7 +50,14 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     pub fn new(size_limit: usize) -> Self {
-        let mut buf = BytesMut::with_capacity(size_limit.max(HEADER_LEN + 64));
+        Self::reusing(BytesMut::new(), size_limit)
+    }
+
+    /// A builder writing into `buf`, the buffer of a batch that is done with (its bytes are
+    /// overwritten). Memory written recently costs no page faults and is likelier to be cached.
+    pub fn reusing(mut buf: BytesMut, size_limit: usize) -> Self {
+        buf.clear();
+        buf.reserve(size_limit.max(HEADER_LEN + 64));
         buf.put_bytes(0, HEADER_LEN);
         Self {
             buf,
