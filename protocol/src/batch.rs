@@ -129,6 +129,20 @@ impl BatchHeader {
 /// Checks that `buf` is exactly one v2 batch with a valid CRC-32C, as a broker must before
 /// appending it, and returns its header.
 pub fn validate_single_batch(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    let header = single_batch_header(buf)?;
+    let computed = crc32c::crc32c(&buf[CRC_START..]);
+    if computed != header.crc {
+        return Err(BatchError::CrcMismatch {
+            stored: header.crc,
+            computed,
+        });
+    }
+    Ok(header)
+}
+
+/// Checks that `buf` is exactly one v2 batch, all but its CRC (a consumer with Kafka's
+/// `check.crcs=false`), and returns its header.
+pub fn single_batch_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     let header = BatchHeader::parse(buf)?;
     let declared = header.total_len();
     if declared < HEADER_LEN as i64 || declared > buf.len() as i64 {
@@ -142,13 +156,6 @@ pub fn validate_single_batch(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     }
     if header.record_count < 0 || header.last_offset_delta < 0 {
         return Err(BatchError::NegativeCount);
-    }
-    let computed = crc32c::crc32c(&buf[CRC_START..]);
-    if computed != header.crc {
-        return Err(BatchError::CrcMismatch {
-            stored: header.crc,
-            computed,
-        });
     }
     Ok(header)
 }

@@ -66,6 +66,7 @@ pub enum Outcome {
 pub fn outcomes(
     resp: FetchResponse,
     asks: &[(TopicPartition, i64)],
+    check_crcs: bool,
 ) -> Vec<(TopicPartition, Outcome)> {
     let top_error = resp.error_code;
     let mut answers = resp.responses;
@@ -92,7 +93,8 @@ pub fn outcomes(
                 Some(p) if p.error_code != 0 => classify(ctx(p.error_code)),
                 Some(p) => {
                     let records = p.records.take().unwrap_or_default();
-                    match FetchedBatch::split(records, &tp.topic, tp.partition) {
+                    match FetchedBatch::split_checking(records, &tp.topic, tp.partition, check_crcs)
+                    {
                         Ok(batches) => Outcome::Data {
                             batches,
                             high_watermark: p.high_watermark,
@@ -167,7 +169,7 @@ mod tests {
             .with_topic(topic_name("a"))
             .with_partitions(vec![part(0, 0), part(1, 1), part(2, 6), part(3, 29)])]);
         let asks: Vec<_> = (0..5).map(|p| (tp("a", p), 0)).collect();
-        let out = outcomes(resp, &asks);
+        let out = outcomes(resp, &asks, true);
         assert!(
             matches!(&out[0].1, Outcome::Data { batches, high_watermark: 1, .. } if batches.len() == 1)
         );
@@ -183,7 +185,7 @@ mod tests {
     #[test]
     fn a_top_level_error_applies_to_every_partition() {
         let resp = FetchResponse::default().with_error_code(6);
-        let out = outcomes(resp, &[(tp("a", 0), 0), (tp("a", 1), 0)]);
+        let out = outcomes(resp, &[(tp("a", 0), 0), (tp("a", 1), 0)], true);
         assert!(out.iter().all(|(_, o)| matches!(o, Outcome::Retry(_))));
     }
 }

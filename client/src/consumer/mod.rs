@@ -96,6 +96,8 @@ pub struct ConsumerConfig {
     pub partition_max_bytes: i32,
     pub auto_offset_reset: OffsetReset,
     pub retry: RetryPolicy,
+    /// Kafka's `check.crcs`: verify each fetched batch's CRC-32C before handing out records.
+    pub check_crcs: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -108,6 +110,7 @@ impl Default for ConsumerConfig {
             partition_max_bytes: 1024 * 1024,
             auto_offset_reset: OffsetReset::Latest,
             retry: RetryPolicy::default(),
+            check_crcs: true,
         }
     }
 }
@@ -263,6 +266,7 @@ impl Consumer {
             partition_max_bytes: self.config.partition_max_bytes,
         };
         let timeout = self.client.config().request_timeout + self.config.max_wait;
+        let check_crcs = self.config.check_crcs;
         let mut fetches = JoinSet::new();
         for (leader, asks) in by_leader {
             let client = self.client.clone();
@@ -271,7 +275,7 @@ impl Consumer {
                 let resp = conn
                     .call_with_timeout(|_| fetch::request(&asks, limits), timeout)
                     .await?;
-                Ok::<_, Error>(fetch::outcomes(resp, &asks))
+                Ok::<_, Error>(fetch::outcomes(resp, &asks, check_crcs))
             });
         }
         let mut out = Vec::new();

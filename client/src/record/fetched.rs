@@ -3,13 +3,15 @@
 //! the fetched buffer instead of being copied.
 
 use bytes::Bytes;
-use protocol::batch::{split_batches, validate_single_batch, BatchHeader, HEADER_LEN};
+use protocol::batch::{
+    single_batch_header, split_batches, validate_single_batch, BatchHeader, HEADER_LEN,
+};
 
 use super::codec::{Reader, Record};
 use super::compression::Compression;
 use crate::error::ProtocolError;
 
-/// One whole v2 batch, CRC checked, records not yet decoded.
+/// One whole v2 batch, CRC checked (unless the consumer says not to), records not yet decoded.
 #[derive(Debug, Clone)]
 pub struct FetchedBatch {
     header: BatchHeader,
@@ -25,6 +27,17 @@ impl FetchedBatch {
     /// size limit; that tail is dropped (the next fetch starts there). A corrupt batch or an old
     /// message format is an error.
     pub fn split(records: Bytes, topic: &str, partition: i32) -> Result<Vec<Self>, ProtocolError> {
+        Self::split_checking(records, topic, partition, true)
+    }
+
+    /// [`split`](Self::split), checking each batch's CRC only with `check_crcs` (Kafka's consumer
+    /// setting of that name).
+    pub fn split_checking(
+        records: Bytes,
+        topic: &str,
+        partition: i32,
+        check_crcs: bool,
+    ) -> Result<Vec<Self>, ProtocolError> {
         let corrupt = |offset: i64, reason: String| ProtocolError::CorruptBatch {
             topic: topic.to_string(),
             partition,
@@ -36,7 +49,12 @@ impl FetchedBatch {
         let mut consumed = 0;
         for (header, data) in split_batches(records.clone()) {
             consumed += data.len();
-            validate_single_batch(&data).map_err(|e| corrupt(header.base_offset, e.to_string()))?;
+            let checked = if check_crcs {
+                validate_single_batch(&data)
+            } else {
+                single_batch_header(&data)
+            };
+            checked.map_err(|e| corrupt(header.base_offset, e.to_string()))?;
             batches.push(Self { header, data });
         }
         // split_batches stops quietly at anything it cannot read; only a cut-off tail is normal.
@@ -281,8 +299,12 @@ mod tests {
         let mut data = batch(0, &["a"], Compression::None);
         let last = data.len() - 1;
         data[last] ^= 0xff;
-        let err = FetchedBatch::split(data.freeze(), "t", 3).unwrap_err();
+        let data = data.freeze();
+        let err = FetchedBatch::split(data.clone(), "t", 3).unwrap_err();
         assert!(err.to_string().contains("t-3"), "{err}");
+        // check.crcs=false takes the batch as it is, as Kafka's consumer does.
+        let unchecked = FetchedBatch::split_checking(data, "t", 3, false).unwrap();
+        assert_eq!(unchecked.len(), 1);
 
         let mut old = batch(0, &["a"], Compression::None);
         old[16] = 1;
