@@ -556,12 +556,20 @@ mod tests {
         let now = Instant::now();
         let age = Duration::from_secs(5);
         let mut acc = Accumulator::new(16384, LINGER, 1);
-        assert_eq!(acc.known_partitions("t", 3, now, age), None, "never learned");
+        assert_eq!(
+            acc.known_partitions("t", 3, now, age),
+            None,
+            "never learned"
+        );
         acc.learn_partitions("t", 12, 3, now);
         acc.learn_partitions("u", 4, 3, now);
         assert_eq!(acc.known_partitions("t", 3, now, age), Some(12));
         assert_eq!(acc.known_partitions("u", 3, now, age), Some(4));
-        assert_eq!(acc.known_partitions("t", 4, now, age), None, "cache changed");
+        assert_eq!(
+            acc.known_partitions("t", 4, now, age),
+            None,
+            "cache changed"
+        );
         let later = now + age;
         assert_eq!(acc.known_partitions("t", 3, later, age), None, "too old");
         acc.learn_partitions("t", 24, 4, later);
