@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use protocol::frame::{read_frame, FrameReadError};
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -61,7 +60,9 @@ pub async fn serve(
                 if let Some(delay) = api.and_then(|api| state.faults.delay(api)) {
                     tokio::time::sleep(delay).await;
                 }
-                if let Err(e) = writer.write_all(&out).await {
+                // One writev for the frame and the stored batches it carries, as the socket
+                // takes them.
+                if let Err(e) = out.write_to(&mut writer).await {
                     debug!(%peer, "write failed: {e}");
                     return;
                 }

@@ -47,7 +47,9 @@ pub struct LogOffsets {
 /// the time of the read.
 #[derive(Debug, Clone)]
 pub struct ReadResult {
-    pub records: Option<Bytes>,
+    /// The stored batches themselves (each a reference count, not a copy), in offset order;
+    /// empty when there is nothing to read.
+    pub records: Vec<Bytes>,
     pub offsets: LogOffsets,
 }
 
@@ -274,19 +276,11 @@ impl PartitionLog {
             size += batch.data.len();
             taken += 1;
         }
-        let mut batches = state.batches.range(first..first + taken);
-        let records = match (batches.len(), batches.next()) {
-            (0, _) | (_, None) => None,
-            (1, Some(one)) => Some(one.data.clone()),
-            (_, Some(head)) => {
-                let mut joined = BytesMut::with_capacity(size);
-                joined.extend_from_slice(&head.data);
-                for batch in batches {
-                    joined.extend_from_slice(&batch.data);
-                }
-                Some(joined.freeze())
-            }
-        };
+        let records = state
+            .batches
+            .range(first..first + taken)
+            .map(|batch| batch.data.clone())
+            .collect();
         Ok(ReadResult { records, offsets })
     }
 
@@ -361,7 +355,7 @@ mod tests {
         assert_eq!(append(&log, 2, 20, 0), 3);
         assert_eq!(log.offsets(), LogOffsets { start: 0, end: 5 });
         let read = log.read(3, usize::MAX, true).unwrap();
-        let header = BatchHeader::parse(read.records.as_ref().unwrap()).unwrap();
+        let header = BatchHeader::parse(&read.records[0]).unwrap();
         assert_eq!(header.base_offset, 3);
     }
 
@@ -372,9 +366,15 @@ mod tests {
         append(&log, 3, 20, 0);
         append(&log, 3, 30, 0);
         let read = log.read(4, usize::MAX, true).unwrap();
-        let batches: Vec<_> = protocol::batch::split_batches(read.records.unwrap()).collect();
-        let bases: Vec<i64> = batches.iter().map(|(h, _)| h.base_offset).collect();
+        let bases: Vec<i64> = read
+            .records
+            .iter()
+            .map(|b| BatchHeader::parse(b).unwrap().base_offset)
+            .collect();
         assert_eq!(bases, vec![3, 6]);
+        // The stored batches themselves, not copies.
+        let again = log.read(4, usize::MAX, true).unwrap();
+        assert_eq!(again.records[1].as_ptr(), read.records[1].as_ptr());
     }
 
     #[test]
@@ -382,18 +382,20 @@ mod tests {
         let log = PartitionLog::new();
         append(&log, 1, 10, 100);
         append(&log, 1, 10, 100);
-        let one = log.read(0, 10, true).unwrap().records.unwrap();
-        assert_eq!(one.len(), protocol::batch::HEADER_LEN + 100);
-        assert!(log.read(0, 10, false).unwrap().records.is_none());
-        let both = log.read(0, 2 * one.len(), false).unwrap().records.unwrap();
-        assert_eq!(both.len(), 2 * one.len());
+        let one = log.read(0, 10, true).unwrap().records;
+        assert_eq!(one.len(), 1);
+        let size = one[0].len();
+        assert_eq!(size, protocol::batch::HEADER_LEN + 100);
+        assert!(log.read(0, 10, false).unwrap().records.is_empty());
+        assert_eq!(log.read(0, 2 * size, false).unwrap().records.len(), 2);
+        assert_eq!(log.read(0, 2 * size - 1, true).unwrap().records.len(), 1);
     }
 
     #[test]
     fn reading_at_the_end_is_empty_and_past_it_is_out_of_range() {
         let log = PartitionLog::new();
         append(&log, 2, 10, 0);
-        assert!(log.read(2, 1000, true).unwrap().records.is_none());
+        assert!(log.read(2, 1000, true).unwrap().records.is_empty());
         let err = log.read(3, 1000, true).unwrap_err();
         assert_eq!(err.offsets, LogOffsets { start: 0, end: 2 });
         assert!(log.read(-1, 1000, true).is_err());
@@ -429,7 +431,8 @@ mod tests {
         assert_eq!(append(&log, 2, 10, 100), 10);
         assert_eq!(log.offsets(), LogOffsets { start: 6, end: 12 });
         let read = log.read(6, usize::MAX, true).unwrap();
-        assert_eq!(read.records.unwrap().len(), 3 * size);
+        let stored: usize = read.records.iter().map(Bytes::len).sum();
+        assert_eq!(stored, 3 * size);
         // A batch larger than the retention stays: the newest batch always does.
         log.set_retention_bytes(Some(1));
         assert_eq!(log.offsets(), LogOffsets { start: 10, end: 12 });

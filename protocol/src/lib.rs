@@ -2,7 +2,8 @@
 //!
 //! Message encoding itself comes from the `kafka-protocol` crate, generated from Kafka's own
 //! message specs. This crate holds only what that crate does not: framing with a size cap
-//! ([`frame`]), the versions the broker advertises ([`versions`]), a zero-copy view of v2 record
+//! ([`frame`]), frames written around record batches instead of copied with them ([`pieces`]),
+//! the versions the broker advertises ([`versions`]), a zero-copy view of v2 record
 //! batch headers ([`batch`]), Kafka's default partitioner ([`partitioner`]) and Kafka's naming
 //! rules ([`names`]). Nothing here does I/O policy or holds domain state.
 
@@ -10,6 +11,7 @@ pub mod batch;
 pub mod frame;
 pub mod names;
 pub mod partitioner;
+pub mod pieces;
 pub mod versions;
 
 pub use kafka_protocol;

@@ -359,6 +359,40 @@ async fn fetch_returns_one_batch_even_above_max_bytes() {
     assert_eq!(records.len(), 100, "exactly the first batch");
 }
 
+/// Big stored batches go out as pieces of their own, small ones copied in between: an answer of
+/// several MiB, more than a socket takes in one write, arrives whole and in order at every
+/// version.
+#[tokio::test]
+async fn fetch_answers_of_many_big_and_small_batches_arrive_whole() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, "t", 1).await;
+    let mut expected = Vec::new();
+    for i in 0..24 {
+        for value in [format!("{i:02}").repeat(150_000), format!("small {i}")] {
+            let records = batch(&[(None, &value, i)], Compression::None);
+            produce(&mut client, "t", 0, records, 9).await;
+            expected.push(value);
+        }
+    }
+    for version in 4..=12 {
+        let mut request = fetch_request("t", 0, 0, 0);
+        request.topics[0].partitions[0].partition_max_bytes = 64 << 20;
+        let response = client.call(&request, version).await;
+        let p = &response.responses[0].partitions[0];
+        assert_eq!((p.error_code, p.high_watermark), (0, 48), "v{version}");
+        let values: Vec<String> = decode_records(p.records.as_ref().unwrap())
+            .into_iter()
+            .enumerate()
+            .map(|(i, (offset, _, value))| {
+                assert_eq!(offset, i as i64);
+                value
+            })
+            .collect();
+        assert!(values == expected, "v{version}: records differ");
+    }
+}
+
 #[tokio::test]
 async fn a_parked_fetch_is_woken_by_the_append_that_satisfies_it() {
     let broker = broker().await;

@@ -7,14 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::future::select_all;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 
 use super::code;
+use super::fetch_body::{FetchBody, FetchedPartition, FetchedTopic};
 use crate::log::PartitionLog;
 use crate::state::BrokerState;
 
@@ -26,11 +25,13 @@ struct Wanted {
     log: Option<Arc<PartitionLog>>,
 }
 
-pub async fn handle(state: &BrokerState, request: FetchRequest) -> FetchResponse {
+pub async fn handle(state: &BrokerState, request: FetchRequest) -> FetchBody {
     // We create no fetch sessions (we answer session id 0), so a client naming one is confused.
     if request.session_id != 0 {
-        return FetchResponse::default()
-            .with_error_code(code(ResponseError::FetchSessionIdNotFound));
+        return FetchBody {
+            error_code: code(ResponseError::FetchSessionIdNotFound),
+            topics: Vec::new(),
+        };
     }
     let wanted: Vec<(TopicName, Vec<Wanted>)> = request
         .topics
@@ -80,12 +81,12 @@ struct Gathered {
     errors: bool,
 }
 
-fn gather(wanted: &[(TopicName, Vec<Wanted>)], max_bytes: usize) -> (FetchResponse, Gathered) {
+fn gather(wanted: &[(TopicName, Vec<Wanted>)], max_bytes: usize) -> (FetchBody, Gathered) {
     let mut gathered = Gathered {
         bytes: 0,
         errors: false,
     };
-    let responses = wanted
+    let topics = wanted
         .iter()
         .map(|(name, partitions)| {
             let partitions = partitions
@@ -96,43 +97,51 @@ fn gather(wanted: &[(TopicName, Vec<Wanted>)], max_bytes: usize) -> (FetchRespon
                         max_bytes.saturating_sub(gathered.bytes),
                         gathered.bytes == 0,
                     );
-                    gathered.bytes += data.records.as_ref().map_or(0, Bytes::len);
+                    gathered.bytes += data.records_size();
                     gathered.errors |= data.error_code != 0;
                     data
                 })
                 .collect();
-            FetchableTopicResponse::default()
-                .with_topic(name.clone())
-                .with_partitions(partitions)
+            FetchedTopic {
+                name: name.clone(),
+                partitions,
+            }
         })
         .collect();
-    (FetchResponse::default().with_responses(responses), gathered)
+    let body = FetchBody {
+        error_code: 0,
+        topics,
+    };
+    (body, gathered)
 }
 
-fn read_partition(wanted: &Wanted, remaining: usize, first: bool) -> PartitionData {
-    let base = PartitionData::default()
-        .with_partition_index(wanted.index)
-        .with_preferred_read_replica(BrokerId(-1))
-        .with_aborted_transactions(Some(Vec::new()));
+fn read_partition(wanted: &Wanted, remaining: usize, first: bool) -> FetchedPartition {
+    let failed = |error: ResponseError, end: i64, start: i64| FetchedPartition {
+        index: wanted.index,
+        error_code: code(error),
+        high_watermark: end,
+        last_stable_offset: end,
+        log_start_offset: start,
+        records: Vec::new(),
+    };
     let Some(log) = &wanted.log else {
-        return base
-            .with_error_code(code(ResponseError::UnknownTopicOrPartition))
-            .with_high_watermark(-1)
-            .with_last_stable_offset(-1)
-            .with_log_start_offset(-1);
+        return failed(ResponseError::UnknownTopicOrPartition, -1, -1);
     };
     let limit = wanted.max_bytes.min(remaining);
     match log.read(wanted.fetch_offset, limit, first) {
-        Ok(read) => base
-            .with_high_watermark(read.offsets.end)
-            .with_last_stable_offset(read.offsets.end)
-            .with_log_start_offset(read.offsets.start)
-            // An empty record set, not a null one: librdkafka rejects a size of -1.
-            .with_records(Some(read.records.unwrap_or_default())),
-        Err(out_of_range) => base
-            .with_error_code(code(ResponseError::OffsetOutOfRange))
-            .with_high_watermark(out_of_range.offsets.end)
-            .with_last_stable_offset(out_of_range.offsets.end)
-            .with_log_start_offset(out_of_range.offsets.start),
+        Ok(read) => FetchedPartition {
+            index: wanted.index,
+            error_code: 0,
+            high_watermark: read.offsets.end,
+            last_stable_offset: read.offsets.end,
+            log_start_offset: read.offsets.start,
+            // The stored batches themselves; none is an empty record set (see FetchedPartition).
+            records: read.records,
+        },
+        Err(out_of_range) => failed(
+            ResponseError::OffsetOutOfRange,
+            out_of_range.offsets.end,
+            out_of_range.offsets.start,
+        ),
     }
 }

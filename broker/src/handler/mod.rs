@@ -7,6 +7,7 @@
 mod admin;
 mod api_versions;
 mod fetch;
+mod fetch_body;
 mod group_admin;
 mod group_membership;
 mod group_offsets;
@@ -20,7 +21,8 @@ use std::net::SocketAddr;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use protocol::frame::{finish_frame, start_frame};
+use protocol::frame::start_frame;
+use protocol::pieces::OutFrame;
 use protocol::versions::{broker_accepts, HeaderPrefix};
 use tracing::debug;
 
@@ -29,8 +31,9 @@ use crate::state::BrokerState;
 /// What the connection does after a request.
 #[derive(Debug)]
 pub enum Reply {
-    /// Send this frame (size prefix included).
-    Frame(BytesMut),
+    /// Send this frame: size prefix, header and fields, then the pieces (stored record batches of
+    /// a Fetch answer; none for every other API).
+    Frame(OutFrame),
     /// Send nothing: a produce with `acks=0` gets no response at all.
     Silent,
     /// Close the connection, as Kafka does for a request it cannot parse.
@@ -89,7 +92,13 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
             produce::ProduceReply::Silent => return Reply::Silent,
             produce::ProduceReply::Close(reason) => return Reply::Close(reason.into()),
         },
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, r).await),
+        RequestKind::Fetch(r) => {
+            // Written around the stored batches, not through the crate (which would copy them).
+            let body = fetch::handle(state, r).await;
+            return respond(header.correlation_id, key, version, |out| {
+                body.encode(out, version)
+            });
+        }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(state, r))
         }
@@ -126,20 +135,34 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
     encode(header.correlation_id, key, version, &response)
 }
 
+/// A response encoded whole by the crate.
 fn encode(correlation_id: i32, key: ApiKey, version: i16, response: &ResponseKind) -> Reply {
+    respond(correlation_id, key, version, |out| {
+        response.encode(out, version).map_err(|e| e.to_string())?;
+        Ok(Vec::new())
+    })
+}
+
+/// The response frame: size prefix and header, then what `body` encodes into the buffer and the
+/// pieces it returns to follow it.
+fn respond(
+    correlation_id: i32,
+    key: ApiKey,
+    version: i16,
+    body: impl FnOnce(&mut BytesMut) -> Result<Vec<Bytes>, String>,
+) -> Reply {
     let mut out = BytesMut::new();
     let at = start_frame(&mut out);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let encoded = header
         .encode(&mut out, key.response_header_version(version))
-        .and_then(|()| response.encode(&mut out, version));
+        .map_err(|e| e.to_string())
+        .and_then(|()| body(&mut out))
+        .and_then(|pieces| OutFrame::seal(out, at, pieces).map_err(|e| e.to_string()));
     match encoded {
-        Ok(()) => {
-            finish_frame(&mut out, at);
-            Reply::Frame(out)
-        }
-        // Only a handler bug can get here (a field set that the version lacks); closing is what a
-        // client can recover from.
+        Ok(frame) => Reply::Frame(frame),
+        // Only a handler bug can get here (a field set that the version lacks), or an answer past
+        // 2 GiB; closing is what a client can recover from.
         Err(e) => Reply::Close(format!("cannot encode {key:?} v{version} response: {e}")),
     }
 }

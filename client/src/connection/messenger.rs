@@ -15,8 +15,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use parking_lot::Mutex;
-use protocol::frame::{finish_frame_followed_by, read_frame, start_frame, FrameReadError};
-use std::io::IoSlice;
+use protocol::frame::{read_frame, start_frame, FrameReadError};
+use protocol::pieces::OutFrame;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -222,7 +222,7 @@ where
         self.write(&frame).await
     }
 
-    fn encode<O: Outgoing>(&self, req: &O, version: i16) -> Result<(i32, Frame)> {
+    fn encode<O: Outgoing>(&self, req: &O, version: i16) -> Result<(i32, OutFrame)> {
         let key = O::Request::KEY;
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         let header = RequestHeader::default()
@@ -242,12 +242,11 @@ where
             reason,
         };
         let pieces = encoded.map_err(failed)?;
-        let following = pieces.iter().map(Bytes::len).sum();
-        finish_frame_followed_by(&mut head, at, following).map_err(|e| failed(e.to_string()))?;
-        Ok((correlation_id, Frame { head, pieces }))
+        let frame = OutFrame::seal(head, at, pieces).map_err(|e| failed(e.to_string()))?;
+        Ok((correlation_id, frame))
     }
 
-    async fn write(&self, frame: &Frame) -> Result<()> {
+    async fn write(&self, frame: &OutFrame) -> Result<()> {
         let mut writer = self.writer.lock().await;
         // Checked under the writer lock: a poisoned stream may be mid-frame.
         if let Some(e) = self.shared.poison_error() {
@@ -258,10 +257,7 @@ where
             armed: true,
         };
         let written = async {
-            let mut parts = Vec::with_capacity(1 + frame.pieces.len());
-            parts.push(&frame.head[..]);
-            parts.extend(frame.pieces.iter().map(|piece| &piece[..]));
-            write_all_vectored(&mut *writer, &parts).await?;
+            frame.write_to(&mut *writer).await?;
             writer.flush().await
         }
         .await;
@@ -295,38 +291,6 @@ impl<R: Request> Outgoing for R {
         Encodable::encode(self, head, version).map_err(|e| e.to_string())?;
         Ok(Vec::new())
     }
-}
-
-/// One request on its way out: size prefix, header and encoded fields, then the pieces.
-struct Frame {
-    head: BytesMut,
-    pieces: Vec<Bytes>,
-}
-
-/// Writes every part in order, as few system calls as the stream allows (one `writev` for a
-/// whole Produce request on a TCP socket).
-async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(
-    writer: &mut W,
-    parts: &[&[u8]],
-) -> std::io::Result<()> {
-    // How far the write has come: parts before `at` are out, and `into` bytes of `parts[at]`.
-    let (mut at, mut into) = (0, 0);
-    while at < parts.len() {
-        let slices: Vec<IoSlice<'_>> = std::iter::once(&parts[at][into..])
-            .chain(parts[at + 1..].iter().copied())
-            .map(IoSlice::new)
-            .collect();
-        let mut written = writer.write_vectored(&slices).await?;
-        if written == 0 && slices.iter().any(|s| !s.is_empty()) {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        while at < parts.len() && written >= parts[at].len() - into {
-            written -= parts[at].len() - into;
-            (at, into) = (at + 1, 0);
-        }
-        into += written;
-    }
-    Ok(())
 }
 
 /// Decodes an answer frame (response header, then body) for a request sent at `version`.
@@ -618,61 +582,5 @@ mod tests {
         m.send_only(&MetadataRequest::default(), 1).await.unwrap();
         let req = broker.next_request().await.unwrap();
         assert_eq!(req.api_key, 3);
-    }
-
-    /// Takes at most three bytes per call, across slices, as a full socket buffer would.
-    struct Trickle(Vec<u8>);
-
-    impl AsyncWrite for Trickle {
-        fn poll_write(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            buf: &[u8],
-        ) -> std::task::Poll<std::io::Result<usize>> {
-            let n = buf.len().min(3);
-            self.get_mut().0.extend_from_slice(&buf[..n]);
-            std::task::Poll::Ready(Ok(n))
-        }
-
-        fn poll_write_vectored(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            bufs: &[IoSlice<'_>],
-        ) -> std::task::Poll<std::io::Result<usize>> {
-            let this = self.get_mut();
-            let mut n = 0;
-            for b in bufs {
-                let take = b.len().min(3 - n);
-                this.0.extend_from_slice(&b[..take]);
-                n += take;
-            }
-            std::task::Poll::Ready(Ok(n))
-        }
-
-        fn is_write_vectored(&self) -> bool {
-            true
-        }
-
-        fn poll_flush(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-
-        fn poll_shutdown(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-    }
-
-    #[tokio::test]
-    async fn pieces_are_written_whole_and_in_order_through_short_writes() {
-        let parts: [&[u8]; 5] = [b"head", b"", b"a", b"0123456789", b"tail"];
-        let mut out = Trickle(Vec::new());
-        write_all_vectored(&mut out, &parts).await.unwrap();
-        assert_eq!(out.0, b"heada0123456789tail");
     }
 }

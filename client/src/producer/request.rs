@@ -3,21 +3,18 @@
 //! The crate's encoder copies every batch into the request buffer: for a producer of megabyte
 //! batches that copy, and the cache misses of reading the batch twice, cost more than the
 //! socket write itself. Here the fields are encoded into the frame buffer and each batch of
-//! [`SPLICE_FROM`] bytes or more follows as a piece of its own, which the messenger hands to one
-//! `writev` with the rest. The bytes on the wire are the crate's, version for version (the
-//! tests compare them).
+//! [`SPLICE_FROM`](protocol::pieces::SPLICE_FROM) bytes or more follows as a piece of its own
+//! ([`protocol::pieces`]), which the messenger hands to one `writev` with the rest. The bytes on
+//! the wire are the crate's, version for version (the tests compare them).
 
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ProduceRequest;
+use protocol::pieces::{put_len, put_no_tagged_fields, put_string, put_uvarint, Pieces};
 
 use super::batch::ProducerBatch;
 use crate::connection::Outgoing;
-
-/// Smaller batches are copied into the frame: one contiguous write beats a vector of small
-/// pieces, and copying a few kilobytes costs next to nothing.
-const SPLICE_FROM: usize = 4096;
 
 /// The first version with compact lengths and tagged fields.
 const FLEXIBLE_FROM: i16 = 9;
@@ -63,6 +60,7 @@ impl Outgoing for ProduceBody {
         }
         let flexible = version >= FLEXIBLE_FROM;
         let mut out = Pieces::new(head);
+        let too_long = |e: protocol::pieces::TooLong| format!("Produce: {e}");
         // transactional_id: null
         if flexible {
             put_uvarint(out.buf(), 0);
@@ -71,109 +69,21 @@ impl Outgoing for ProduceBody {
         }
         out.buf().put_i16(self.acks);
         out.buf().put_i32(self.timeout_ms);
-        put_count(out.buf(), flexible, self.topics.len())?;
+        put_len(out.buf(), flexible, "topics", self.topics.len()).map_err(too_long)?;
         for (name, partitions) in &self.topics {
-            put_name(out.buf(), flexible, name)?;
-            put_count(out.buf(), flexible, partitions.len())?;
+            put_string(out.buf(), flexible, name).map_err(too_long)?;
+            put_len(out.buf(), flexible, "partitions", partitions.len()).map_err(too_long)?;
             for (index, records) in partitions {
                 out.buf().put_i32(*index);
-                put_count(out.buf(), flexible, records.len())?;
-                out.records(records);
-                if flexible {
-                    put_uvarint(out.buf(), 0); // tagged fields of the partition
-                }
+                put_len(out.buf(), flexible, "records", records.len()).map_err(too_long)?;
+                out.bytes(records);
+                put_no_tagged_fields(out.buf(), flexible); // of the partition
             }
-            if flexible {
-                put_uvarint(out.buf(), 0); // of the topic
-            }
+            put_no_tagged_fields(out.buf(), flexible); // of the topic
         }
-        if flexible {
-            put_uvarint(out.buf(), 0); // of the request
-        }
+        put_no_tagged_fields(out.buf(), flexible); // of the request
         Ok(out.finish())
     }
-}
-
-/// Where encoding stands: fields go into the frame buffer until the first spliced batch, then
-/// into a buffer of their own after it, and so on.
-struct Pieces<'a> {
-    head: &'a mut BytesMut,
-    /// Fields after the last spliced batch; `None` while still writing into `head`.
-    tail: Option<BytesMut>,
-    pieces: Vec<Bytes>,
-}
-
-impl<'a> Pieces<'a> {
-    fn new(head: &'a mut BytesMut) -> Self {
-        Self {
-            head,
-            tail: None,
-            pieces: Vec::new(),
-        }
-    }
-
-    fn buf(&mut self) -> &mut BytesMut {
-        match &mut self.tail {
-            Some(tail) => tail,
-            None => self.head,
-        }
-    }
-
-    fn records(&mut self, records: &Bytes) {
-        if records.len() < SPLICE_FROM {
-            self.buf().put_slice(records);
-            return;
-        }
-        if let Some(tail) = self.tail.take() {
-            self.pieces.push(tail.freeze());
-        }
-        self.pieces.push(records.clone());
-        self.tail = Some(BytesMut::new());
-    }
-
-    fn finish(mut self) -> Vec<Bytes> {
-        self.pieces.extend(
-            self.tail
-                .take()
-                .filter(|t| !t.is_empty())
-                .map(BytesMut::freeze),
-        );
-        self.pieces
-    }
-}
-
-/// An array's element count or a byte string's length: INT32 before v9, UNSIGNED_VARINT of the
-/// count plus one (0 meaning null) from v9 on.
-fn put_count(buf: &mut BytesMut, flexible: bool, count: usize) -> Result<(), String> {
-    let count =
-        i32::try_from(count).map_err(|_| format!("{count} does not fit a Produce field"))?;
-    if flexible {
-        put_uvarint(buf, count as u32 + 1);
-    } else {
-        buf.put_i32(count);
-    }
-    Ok(())
-}
-
-/// A topic name: INT16 length before v9, compact from v9 on.
-fn put_name(buf: &mut BytesMut, flexible: bool, name: &str) -> Result<(), String> {
-    if flexible {
-        put_count(buf, true, name.len())?;
-    } else {
-        let len =
-            i16::try_from(name.len()).map_err(|_| format!("topic name of {} bytes", name.len()))?;
-        buf.put_i16(len);
-    }
-    buf.put_slice(name.as_bytes());
-    Ok(())
-}
-
-fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        buf.put_u8(v as u8 | 0x80);
-        v >>= 7;
-    }
-    buf.put_u8(v as u8);
 }
 
 #[cfg(test)]
@@ -185,6 +95,7 @@ mod tests {
     use crate::record::Compression;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::protocol::Encodable;
+    use protocol::pieces::SPLICE_FROM;
     use std::time::Duration;
     use tokio::time::Instant;
 
