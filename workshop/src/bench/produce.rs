@@ -134,7 +134,7 @@ pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
                 "idempotent": variant.acks == Acks::All,
                 "partitions": variant.partitions,
                 "keyed": variant.keyed(),
-                "records_per_run": bench.plan.records(variant.record),
+                "records_per_run": bench.plan.records(variant.record, variant.batch),
             }),
             &bench.plan,
         );
@@ -227,7 +227,7 @@ pub async fn produce_once(
             key
         })
         .collect();
-    let n = plan.records(variant.record);
+    let n = plan.records(variant.record, variant.batch);
     let started = Instant::now();
     let mut sent = 0u64;
     while sent < n {
