@@ -92,7 +92,7 @@ mod tests {
         bytes[16] = 2;
         bytes[23..27].copy_from_slice(&(count - 1).to_be_bytes());
         bytes[57..61].copy_from_slice(&count.to_be_bytes());
-        let crc = crc32c::crc32c(&bytes[21..]);
+        let crc = protocol::batch::crc32c(&bytes[21..]);
         bytes[17..21].copy_from_slice(&crc.to_be_bytes());
         bytes
     }

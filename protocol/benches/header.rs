@@ -27,7 +27,7 @@ fn batch(len: usize) -> Vec<u8> {
     b[23..27].copy_from_slice(&9i32.to_be_bytes()); // last offset delta
     b[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
     b[57..61].copy_from_slice(&10i32.to_be_bytes()); // record count
-    let crc = crc32c::crc32c(&b[21..]);
+    let crc = protocol::batch::crc32c(&b[21..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b
 }

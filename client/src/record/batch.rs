@@ -171,7 +171,7 @@ impl BatchBuilder {
         header.put_i16(identity.producer_epoch);
         header.put_i32(identity.base_sequence);
         header.put_i32(self.records);
-        let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
+        let crc = protocol::batch::crc32c(&out[ATTRIBUTES_AT..]);
         out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(out.freeze())
     }

@@ -317,7 +317,7 @@ mod tests {
         // Set the timestamp-type bit and a broker time, then fix the CRC as a broker would.
         data[22] |= 0x08;
         data[35..43].copy_from_slice(&5555i64.to_be_bytes());
-        let crc = crc32c::crc32c(&data[21..]);
+        let crc = protocol::batch::crc32c(&data[21..]);
         data[17..21].copy_from_slice(&crc.to_be_bytes());
         let batches = FetchedBatch::split(data.freeze(), "t", 0).unwrap();
         let stamps: Vec<i64> = batches[0]
@@ -332,7 +332,7 @@ mod tests {
     fn an_impossible_record_count_is_an_error_not_a_huge_loop() {
         let mut data = batch(0, &["a"], Compression::None);
         data[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
-        let crc = crc32c::crc32c(&data[21..]);
+        let crc = protocol::batch::crc32c(&data[21..]);
         data[17..21].copy_from_slice(&crc.to_be_bytes());
         let batches = FetchedBatch::split(data.freeze(), "t", 0).unwrap();
         assert!(batches[0].records().is_err());
