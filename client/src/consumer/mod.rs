@@ -217,6 +217,7 @@ impl Consumer {
 
     /// Fetches once from every leader (waiting up to `max_wait` for data) and returns what
     /// came, advancing positions past it. Transient failures are retried with backoff inside.
+    /// Cancel-safe: a poll dropped before it returns has moved no position.
     pub async fn poll(&mut self) -> Result<Vec<PartitionRecords>> {
         loop {
             match self.poll_once().await {
@@ -278,8 +279,10 @@ impl Consumer {
                 Ok::<_, Error>(fetch::outcomes(resp, &asks, check_crcs))
             });
         }
-        let mut out = Vec::new();
-        let mut answered = false;
+        // Every answer is collected before any is applied: dropping this future at an await
+        // (the group consumer does when its group starts rebalancing) loses no record, since
+        // positions only move below, where nothing awaits.
+        let mut answers = Vec::new();
         while let Some(joined) = fetches.join_next().await {
             let fetched = match joined {
                 Ok(fetched) => fetched,
@@ -288,19 +291,17 @@ impl Consumer {
                 // Cancelled: the runtime is shutting down.
                 Err(_) => continue,
             };
-            let outcomes = match fetched {
-                Ok(outcomes) => outcomes,
-                Err(e) if e.is_retriable() => {
-                    transient = Some(e);
-                    continue;
-                }
+            match fetched {
+                Ok(outcomes) => answers.push(outcomes),
+                Err(e) if e.is_retriable() => transient = Some(e),
                 Err(e) => return Err(e),
-            };
-            answered = true;
-            for (tp, outcome) in outcomes {
-                if let Some(records) = self.apply(tp, outcome)? {
-                    out.push(records);
-                }
+            }
+        }
+        let answered = !answers.is_empty();
+        let mut out = Vec::new();
+        for (tp, outcome) in answers.into_iter().flatten() {
+            if let Some(records) = self.apply(tp, outcome)? {
+                out.push(records);
             }
         }
         match transient {
