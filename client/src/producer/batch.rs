@@ -148,6 +148,18 @@ impl ProducerBatch {
     }
 }
 
+/// Seals each batch as the sender does, without compression (tests of request building).
+#[cfg(test)]
+pub(super) fn sealed(ready: Vec<ProducerBatch>) -> Vec<(ProducerBatch, Bytes)> {
+    ready
+        .into_iter()
+        .map(|mut b| {
+            let bytes = b.payload(crate::record::Compression::None).unwrap();
+            (b, bytes)
+        })
+        .collect()
+}
+
 impl Drop for ProducerBatch {
     /// A batch dropped unsettled (its producer's task went away with the runtime) must not
     /// leave its records' futures waiting for ever.

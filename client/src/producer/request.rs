@@ -91,8 +91,8 @@ mod tests {
     use super::*;
     use crate::client::topic_name;
     use crate::producer::accumulator::Accumulator;
+    use crate::producer::batch::sealed;
     use crate::producer::partitioner::Target;
-    use crate::record::Compression;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::protocol::Encodable;
     use protocol::pieces::SPLICE_FROM;
@@ -123,13 +123,7 @@ mod tests {
         // In partition order, whatever order the accumulator keeps its topics in: topic a
         // first, each topic's spliced batch followed by fields.
         ready.sort_by_key(|b| b.partition);
-        ready
-            .into_iter()
-            .map(|mut b| {
-                let bytes = b.payload(Compression::None).unwrap();
-                (b, bytes)
-            })
-            .collect()
+        sealed(ready)
     }
 
     /// The same request built for the crate's encoder.

@@ -239,20 +239,10 @@ fn find<'a>(
 mod tests {
     use super::*;
     use crate::producer::accumulator::Accumulator;
+    use crate::producer::batch::sealed;
     use crate::producer::identity::ProducerIdAndEpoch;
     use crate::producer::partitioner::Target;
-    use crate::record::Compression;
     use std::time::Duration;
-
-    fn sealed(ready: Vec<ProducerBatch>) -> Vec<(ProducerBatch, Bytes)> {
-        ready
-            .into_iter()
-            .map(|mut b| {
-                let bytes = b.payload(Compression::None).unwrap();
-                (b, bytes)
-            })
-            .collect()
-    }
 
     #[test]
     fn a_partitions_batches_go_in_successive_requests_in_sequence_order() {
