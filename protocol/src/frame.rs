@@ -94,19 +94,10 @@ pub fn start_frame(out: &mut BytesMut) -> usize {
     at
 }
 
-/// Writes the size of everything after the prefix at `at`.
-pub fn finish_frame(out: &mut BytesMut, at: usize) {
-    let size = (out.len() - at - 4) as i32;
-    out[at..at + 4].copy_from_slice(&size.to_be_bytes());
-}
-
-/// Writes the size of everything after the prefix at `at` plus `following` bytes that will be
-/// written after `out` without being copied into it. Fails if the frame would pass 2 GiB.
-pub fn finish_frame_followed_by(
-    out: &mut BytesMut,
-    at: usize,
-    following: usize,
-) -> Result<(), FrameError> {
+/// Writes the size of everything after the prefix at `at`, plus `following` bytes that will be
+/// written after `out` without being copied into it (0 when the frame is all in `out`). Fails
+/// if the frame would pass 2 GiB.
+pub fn finish_frame(out: &mut BytesMut, at: usize, following: usize) -> Result<(), FrameError> {
     let size = (out.len() - at - 4).saturating_add(following);
     let prefix = i32::try_from(size).map_err(|_| FrameError::TooLarge {
         size,
@@ -189,7 +180,7 @@ mod tests {
         let mut out = BytesMut::new();
         let at = start_frame(&mut out);
         out.extend_from_slice(b"body");
-        finish_frame(&mut out, at);
+        finish_frame(&mut out, at, 0).unwrap();
         assert_eq!(&out[..], &framed(b"body")[..]);
     }
 }

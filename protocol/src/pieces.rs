@@ -13,7 +13,7 @@ use std::io::IoSlice;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::frame::{finish_frame_followed_by, FrameError};
+use crate::frame::{finish_frame, FrameError};
 
 /// Smaller batches are copied into the frame: one contiguous write beats a vector of small
 /// pieces, and copying a few kilobytes costs next to nothing.
@@ -137,8 +137,8 @@ pub fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
 /// written as they are.
 #[derive(Debug, Default)]
 pub struct OutFrame {
-    pub head: BytesMut,
-    pub pieces: Vec<Bytes>,
+    head: BytesMut,
+    pieces: Vec<Bytes>,
 }
 
 impl OutFrame {
@@ -149,19 +149,8 @@ impl OutFrame {
         let following = pieces
             .iter()
             .fold(0usize, |sum, piece| sum.saturating_add(piece.len()));
-        finish_frame_followed_by(&mut head, at, following)?;
+        finish_frame(&mut head, at, following)?;
         Ok(Self { head, pieces })
-    }
-
-    /// Bytes on the wire.
-    pub fn len(&self) -> usize {
-        self.pieces.iter().fold(self.head.len(), |sum, piece| {
-            sum.saturating_add(piece.len())
-        })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Writes the whole frame, in as few system calls as the stream allows (one `writev` on a
@@ -322,6 +311,6 @@ mod tests {
         ));
         let frame = OutFrame::seal(head, at, vec![Bytes::from_static(b"!")]).unwrap();
         assert_eq!(&frame.head[..4], &5i32.to_be_bytes());
-        assert_eq!(frame.len(), 9);
+        assert_eq!(frame.head.len() + frame.pieces[0].len(), 9);
     }
 }

@@ -70,7 +70,7 @@ impl RawClient {
             .encode(&mut out, R::header_version(version))
             .expect("encode header");
         request.encode(&mut out, version).expect("encode request");
-        finish_frame(&mut out, at);
+        finish_frame(&mut out, at, 0).unwrap();
         self.send_bytes(&out).await;
         correlation_id
     }

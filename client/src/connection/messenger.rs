@@ -411,7 +411,7 @@ mod tests {
                 .encode(&mut out, 0)
                 .unwrap();
             resp.encode(&mut out, 1).unwrap();
-            finish_frame(&mut out, at);
+            finish_frame(&mut out, at, 0).unwrap();
             self.stream.write_all(&out).await.unwrap();
         }
     }
@@ -570,7 +570,7 @@ mod tests {
         let at = start_frame(&mut out);
         out.extend_from_slice(&id.to_be_bytes());
         out.extend_from_slice(&[0xff, 0xff, 0xff, 0x7f, 1, 2]);
-        finish_frame(&mut out, at);
+        finish_frame(&mut out, at, 0).unwrap();
         broker.stream.write_all(&out).await.unwrap();
         let err = waiting.await.unwrap().unwrap_err();
         assert!(matches!(err, Error::Protocol(ProtocolError::Decode { .. })));

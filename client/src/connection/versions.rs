@@ -289,7 +289,7 @@ mod tests {
                 let at = start_frame(&mut out);
                 out.extend_from_slice(&h.correlation_id.to_be_bytes());
                 out.extend_from_slice(&body[4..]);
-                finish_frame(&mut out, at);
+                finish_frame(&mut out, at, 0).unwrap();
                 theirs.write_all(&out).await.unwrap();
             }
             seen
