@@ -35,6 +35,12 @@ pub struct BrokerConfig {
     /// Serve Prometheus metrics (partition offsets, consumer lag) over HTTP here; the bound
     /// address is [`crate::Broker::metrics_addr`].
     pub metrics: Option<SocketAddr>,
+    /// With a data directory: partition files kept open at once (`None`: half the process's
+    /// open-files limit); the others are opened when used.
+    pub max_open_files: Option<usize>,
+    /// With a data directory: the segment size of topics without `segment.bytes` (Kafka's
+    /// `log.segment.bytes`).
+    pub log_segment_bytes: u64,
 }
 
 impl Default for BrokerConfig {
@@ -51,6 +57,8 @@ impl Default for BrokerConfig {
             data_dir: None,
             group_initial_rebalance_delay: Duration::ZERO,
             metrics: None,
+            max_open_files: None,
+            log_segment_bytes: crate::topics::DEFAULT_SEGMENT_BYTES,
         }
     }
 }

@@ -4,16 +4,16 @@
 //! Neither append nor read decodes a record: a batch is located by its header, and fetch hands out
 //! the stored bytes. Each partition has its own lock, so produce and fetch on different partitions
 //! never wait for each other. With a data directory, each append is also written to the
-//! partition's [`SegmentFile`] before it becomes visible.
+//! partition's segments ([`DiskLog`]) before it becomes visible, and an acks=all produce waits
+//! for a sync it shares with the produces waiting at the same moment ([`GroupCommit`]).
 //!
 //! With `retention.bytes`, the oldest batches go once the partition holds more, and the log
-//! start offset moves past them. Besides bounding memory, this is what keeps a busy broker fast:
+//! start offset moves past them: in memory batch by batch, with a data directory whole segments
+//! at a time (in memory and on disk alike, so a restart starts where the log started). Besides bounding memory, this is what keeps a busy broker fast:
 //! the memory of dropped batches is reused for new ones, while a log that only grows must have
 //! every new page zeroed by the kernel, which cost half of the broker's time under produce load.
 
 use std::collections::VecDeque;
-use std::io;
-use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
@@ -21,8 +21,9 @@ use parking_lot::Mutex;
 use protocol::batch::{set_base_offset, BatchHeader};
 use tracing::debug;
 
+use crate::disk_log::{DiskLog, Recovered};
+use crate::group_commit::GroupCommit;
 use crate::producer::{SequenceVerdict, SequenceWindows};
-use crate::segment::SegmentFile;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
@@ -74,19 +75,30 @@ struct LogState {
     /// Retries of idempotent batches answered without appending.
     duplicates_absorbed: u64,
     /// Where appends are written when the broker has a data directory.
-    file: Option<SegmentFile>,
+    disk: Option<DiskLog>,
     /// Kafka's `retention.bytes`; `None` keeps everything.
     retention_bytes: Option<usize>,
 }
 
 impl LogState {
     /// Drops the oldest batches while the log would still hold `retention.bytes` without them,
-    /// the condition on which Kafka deletes a segment (a batch is our segment); the newest batch
-    /// always stays. The data directory's file keeps them: retention applies again on recovery.
+    /// the condition on which Kafka deletes a segment. In memory a batch is a segment and the
+    /// newest batch always stays; on disk whole segments go, and the active one stays.
     fn apply_retention(&mut self) {
         let Some(keep) = self.retention_bytes else {
             return;
         };
+        if let Some(disk) = &mut self.disk {
+            if let Some(first) = disk.apply_retention(keep) {
+                while self.batches.front().is_some_and(|b| b.base_offset < first) {
+                    if let Some(oldest) = self.batches.pop_front() {
+                        self.bytes -= oldest.data.len();
+                    }
+                }
+                self.start = self.start.max(first);
+            }
+            return;
+        }
         while self.batches.len() > 1 && self.bytes - self.batches[0].data.len() >= keep {
             if let Some(oldest) = self.batches.pop_front() {
                 self.bytes -= oldest.data.len();
@@ -120,6 +132,9 @@ pub struct PartitionLog {
     state: Mutex<LogState>,
     /// Woken on every append, so a parked fetch answers as soon as data arrives.
     appended: Notify,
+    /// The syncs of acks=all produces, shared by those waiting at the same moment.
+    commit: GroupCommit,
+    on_disk: bool,
 }
 
 impl PartitionLog {
@@ -128,26 +143,30 @@ impl PartitionLog {
         Self::default()
     }
 
-    /// A new, empty log that also writes to `path`.
-    pub fn create_file(path: &Path) -> io::Result<Self> {
-        let log = Self::new();
-        log.state.lock().file = Some(SegmentFile::create(path)?);
-        Ok(log)
+    /// A new, empty log that also writes to `disk`.
+    pub fn on_disk(disk: DiskLog) -> Self {
+        let log = Self {
+            on_disk: true,
+            ..Self::default()
+        };
+        log.state.lock().disk = Some(disk);
+        log
     }
 
-    /// The log stored at `path`, replayed: batches, offsets, and the idempotent producers'
+    /// A log read back from its segments: batches, offsets, and the idempotent producers'
     /// sequence windows, so a retry after a restart is still recognised.
-    pub fn recover(path: &Path) -> io::Result<Self> {
-        let (file, batches) = SegmentFile::open(path)?;
-        let log = Self::new();
+    pub fn recovered(recovered: Recovered) -> Self {
+        let log = Self {
+            on_disk: true,
+            ..Self::default()
+        };
         {
             let mut state = log.state.lock();
-            for (header, data) in batches {
+            for (header, data) in recovered.batches {
                 if header.producer_id >= 0 {
                     state.sequences.record(&header, header.base_offset);
                 }
                 state.bytes += data.len();
-                state.end = header.last_offset() + 1;
                 state.batches.push_back(StoredBatch {
                     base_offset: header.base_offset,
                     last_offset: header.last_offset(),
@@ -155,9 +174,11 @@ impl PartitionLog {
                     data,
                 });
             }
-            state.file = Some(file);
+            state.start = recovered.start;
+            state.end = recovered.end;
+            state.disk = Some(recovered.disk);
         }
-        Ok(log)
+        log
     }
 
     pub fn offsets(&self) -> LogOffsets {
@@ -187,14 +208,9 @@ impl PartitionLog {
 
     /// Appends a batch already validated by the caller. The bytes are copied once, so the stored
     /// batch does not keep the whole request frame alive. A batch of an idempotent producer is
-    /// first checked against its sequence window. With `sync` (acks=all) a file-backed log
-    /// returns only once the batch is on disk.
-    pub fn append(
-        &self,
-        batch: &[u8],
-        header: &BatchHeader,
-        sync: bool,
-    ) -> Result<Appended, ResponseError> {
+    /// first checked against its sequence window. A file-backed log has written the batch when
+    /// this returns; [`flush`](Self::flush) waits until it is on disk.
+    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<Appended, ResponseError> {
         let mut data = BytesMut::from(batch);
         let idempotent = header.producer_id >= 0;
         let base_offset = {
@@ -214,10 +230,15 @@ impl PartitionLog {
             }
             let base_offset = state.end;
             set_base_offset(&mut data, base_offset);
-            if let Some(file) = &mut state.file {
-                // Written before it is visible: nothing a fetch returned can vanish in a crash.
-                if let Err(e) = file.append(&data, sync) {
-                    tracing::error!(path = %file.path().display(), "partition write failed: {e}");
+            if let Some(disk) = &mut state.disk {
+                if disk.failed {
+                    return Err(ResponseError::KafkaStorageError);
+                }
+                // Written before it is visible: nothing a fetch returned can vanish when the
+                // process dies (the kernel has it; acks=all also waits for the disk).
+                if let Err(e) = disk.append(&data, base_offset) {
+                    tracing::error!("partition write failed, no more appends: {e}");
+                    disk.failed = true;
                     return Err(ResponseError::KafkaStorageError);
                 }
             }
@@ -238,6 +259,38 @@ impl PartitionLog {
         };
         self.appended.notify_waiters();
         Ok(Appended::New(base_offset))
+    }
+
+    /// Returns once everything appended so far is on disk (at once without a data directory).
+    /// Produces waiting at the same moment share one sync.
+    pub async fn flush(&self) -> Result<(), ResponseError> {
+        let target = match &self.state.lock().disk {
+            None => return Ok(()),
+            Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
+            Some(disk) => disk.written,
+        };
+        let sync_point = || {
+            let state = self.state.lock();
+            let disk = state.disk.as_ref().expect("a flushed log is on disk");
+            disk.sync_point()
+        };
+        self.commit.wait(target, sync_point).await.map_err(|e| {
+            tracing::error!("partition sync failed, no more appends: {e}");
+            if let Some(disk) = &mut self.state.lock().disk {
+                disk.failed = true;
+            }
+            ResponseError::KafkaStorageError
+        })
+    }
+
+    /// True when appends go to a data directory (and acks=all waits for [`flush`](Self::flush)).
+    pub fn is_on_disk(&self) -> bool {
+        self.on_disk
+    }
+
+    /// Syncs issued by [`flush`](Self::flush) so far.
+    pub fn syncs(&self) -> u64 {
+        self.commit.syncs()
     }
 
     /// A future that completes at the next append. Create (and `enable`) it before reading, so an
@@ -329,7 +382,7 @@ mod tests {
         let (mut bytes, _) = batch(count, ts, filler);
         bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
         let header = BatchHeader::parse(&bytes).unwrap();
-        log.append(&bytes, &header, false).unwrap().base_offset()
+        log.append(&bytes, &header).unwrap().base_offset()
     }
 
     #[test]
@@ -339,11 +392,8 @@ mod tests {
         let (mut bytes, _) = batch(3, 10, 0);
         bytes[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id 5, epoch 0, sequence 0
         let header = BatchHeader::parse(&bytes).unwrap();
-        assert_eq!(log.append(&bytes, &header, false), Ok(Appended::New(2)));
-        assert_eq!(
-            log.append(&bytes, &header, false),
-            Ok(Appended::Duplicate(2))
-        );
+        assert_eq!(log.append(&bytes, &header), Ok(Appended::New(2)));
+        assert_eq!(log.append(&bytes, &header), Ok(Appended::Duplicate(2)));
         assert_eq!(log.offsets().end, 5);
         assert_eq!(log.duplicates_absorbed(), 1);
     }

@@ -45,6 +45,15 @@ struct Args {
     /// group.initial.rebalance.delay.ms; Kafka's own default is 3000).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     group_initial_rebalance_delay_ms: u64,
+    /// With --data-dir: partition files kept open at once; others are opened when used
+    /// [default: half the open-files limit]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_files: Option<u64>,
+    /// With --data-dir: segment size of topics without segment.bytes (Kafka's
+    /// log.segment.bytes; retention.bytes deletes whole segments)
+    #[arg(long, value_name = "BYTES", default_value_t = broker::topics::DEFAULT_SEGMENT_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    log_segment_bytes: u64,
 }
 
 fn main() -> ExitCode {
@@ -78,6 +87,8 @@ async fn run(args: Args) -> ExitCode {
         group_initial_rebalance_delay: std::time::Duration::from_millis(
             args.group_initial_rebalance_delay_ms,
         ),
+        max_open_files: args.max_open_files.map(|n| n as usize),
+        log_segment_bytes: args.log_segment_bytes,
         ..BrokerConfig::default()
     };
     let broker = match Broker::start(config).await {

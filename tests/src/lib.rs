@@ -17,8 +17,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub use broker::{Broker, BrokerConfig};
+pub use process::{workspace_binary, BrokerArgs, BrokerProcess};
 pub use requests::*;
 
+mod process;
 mod requests;
 
 /// A broker on `127.0.0.1:0` with `config`'s other settings.
