@@ -36,6 +36,9 @@ pub async fn serve(
     let mut answers = Answers::default();
     loop {
         let frame = tokio::select! {
+            // Requests already received first: a produce read before the waiting answers'
+            // sync starts is covered by that sync.
+            biased;
             frame = tokio::time::timeout(MAX_IDLE, read_frame(&mut reader, &mut buffer, cap)),
                 if answers.len() < MAX_QUEUED => frame,
             () = answers.oldest_known(), if !answers.is_empty() => {

@@ -492,6 +492,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn flushes_waiting_at_the_same_moment_share_one_sync() {
+        let dir = std::env::temp_dir().join(format!("group-commit-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let pool = crate::file_pool::FilePool::new(None);
+        let disk = DiskLog::create(&pool, &dir, 0, 1 << 20).unwrap();
+        let log = PartitionLog::on_disk(disk);
+        for _ in 0..5 {
+            append(&log, 2, 10, 100);
+        }
+        let flushes = (0..5).map(|_| log.flush());
+        let results = futures_util::future::join_all(flushes).await;
+        assert!(results.iter().all(Result::is_ok));
+        assert_eq!(log.syncs(), 1);
+        // Nothing new: no sync. Something new: one more.
+        log.flush().await.unwrap();
+        assert_eq!(log.syncs(), 1);
+        append(&log, 2, 10, 100);
+        log.flush().await.unwrap();
+        assert_eq!(log.syncs(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
     async fn an_append_wakes_a_waiting_reader() {
         let log = std::sync::Arc::new(PartitionLog::new());
         let waiter = {

@@ -485,4 +485,60 @@ mod tests {
         );
         assert!(topics.get("bad").is_none());
     }
+
+    #[test]
+    fn a_creation_that_fails_on_disk_leaves_nothing_behind() {
+        let dir = std::env::temp_dir().join(format!("topics-create-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let storage = StorageConfig {
+            max_open_files: None,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+        };
+        let topics = Topics::open(&dir, storage).unwrap();
+        // A file where the topic's folder must go: the last step, the rename, fails.
+        std::fs::write(dir.join("orders"), "in the way").unwrap();
+        let err = topics.create(new("orders", 500), false).unwrap_err();
+        assert_eq!(err.code, ResponseError::KafkaStorageError);
+        assert!(topics.get("orders").is_none());
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec!["orders".to_string()]);
+        std::fs::remove_file(dir.join("orders")).unwrap();
+        assert_eq!(
+            topics
+                .create(new("orders", 500), false)
+                .unwrap()
+                .partition_count(),
+            500
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn adding_partitions_never_empties_a_file_already_there() {
+        let dir = std::env::temp_dir().join(format!("topics-grow-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let storage = StorageConfig {
+            max_open_files: None,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+        };
+        let topics = Topics::open(&dir, storage).unwrap();
+        topics.create(new("orders", 2), false).unwrap();
+        let stray = dir.join("orders").join(crate::segment::file_name(2, 0));
+        std::fs::write(&stray, "data").unwrap();
+        let err = topics.add_partitions("orders", 3, false).unwrap_err();
+        assert_eq!(err.code, ResponseError::KafkaStorageError);
+        assert_eq!(std::fs::read(&stray).unwrap(), b"data");
+        assert_eq!(topics.get("orders").unwrap().partition_count(), 2);
+        // An empty one (an interrupted earlier attempt) is taken over.
+        std::fs::write(&stray, "").unwrap();
+        topics.add_partitions("orders", 3, false).unwrap();
+        drop(topics);
+        let reopened = Topics::open(&dir, storage).unwrap();
+        assert_eq!(reopened.get("orders").unwrap().partition_count(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

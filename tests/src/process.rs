@@ -1,10 +1,12 @@
 //! The `broker` binary in a process of its own, for the tests that kill it (SIGKILL, not a
 //! graceful shutdown) or start it under a lowered open-files limit.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 
 /// A running `broker --data-dir DIR`, killed when dropped (also when an assertion fails).
 pub struct BrokerProcess {
@@ -108,8 +110,18 @@ impl Drop for BrokerProcess {
 
 /// The binary `package` of the workspace next to this test's own binary
 /// (`target/<profile>/deps/...`), built first (or found up to date) by cargo, since `cargo test
-/// -p tests` does not build the broker's binary.
+/// -p tests` does not build the broker's binary. Built once per test binary: a restart loop
+/// must not pay for a cargo run each time.
 pub fn workspace_binary(package: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(package.to_string())
+        .or_insert_with(|| build_binary(package))
+        .clone()
+}
+
+fn build_binary(package: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let dir = exe
         .parent()

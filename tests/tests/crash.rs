@@ -70,8 +70,10 @@ fn keep_sending(producer: Producer, prefix: String, sent: Sent) -> tokio::task::
                 Ok(delivery) => sent.lock().unwrap().push((value, delivery)),
                 Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
             }
-            if i % 8 == 0 {
-                tokio::task::yield_now().await;
+            // About 4,000 records a second each: enough batches in flight at every kill, few
+            // enough to check them all in a moment.
+            if i % 4 == 3 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
     })
@@ -103,7 +105,7 @@ async fn twenty_kill_9_cycles_lose_no_acknowledged_record_and_duplicate_none() {
     .unwrap();
     let long_id = long_lived.producer_id().await.unwrap().unwrap().producer_id;
     let mut fresh_ids = Vec::new();
-    let mut created = Vec::new();
+    let created: Arc<Mutex<Vec<String>>> = Arc::default();
     for cycle in 0..CYCLES {
         if cycle > 0 {
             broker = BrokerProcess::start(&args);
@@ -121,14 +123,18 @@ async fn twenty_kill_9_cycles_lose_no_acknowledged_record_and_duplicate_none() {
         .unwrap();
         fresh_ids.push(fresh.producer_id().await.unwrap().unwrap().producer_id);
         let short = keep_sending(fresh, format!("fresh-{cycle}"), sent.clone());
-        // A CreateTopics racing the kill: after the restart the topic exists whole or not at all.
-        let topic = format!("made-{cycle}");
+        // CreateTopics one after another until the kill lands in the middle of one: after the
+        // restart each topic exists whole or not at all.
         let creating = {
-            let admin = admin.clone();
-            let topic = topic.clone();
-            tokio::spawn(async move { admin.create_topic(&NewTopic::new(&topic, 40)).await })
+            let (admin, created) = (admin.clone(), created.clone());
+            tokio::spawn(async move {
+                for n in 0.. {
+                    let topic = format!("made-{cycle}-{n}");
+                    created.lock().unwrap().push(topic.clone());
+                    let _ = admin.create_topic(&NewTopic::new(&topic, 40)).await;
+                }
+            })
         };
-        created.push(topic);
         tokio::time::sleep(Duration::from_millis(rng.gen_range(20..120))).await;
         broker.kill();
         long.abort();
@@ -198,6 +204,8 @@ async fn twenty_kill_9_cycles_lose_no_acknowledged_record_and_duplicate_none() {
 
     // Each topic whose creation raced a kill is there whole, or absent and creatable.
     let mut raw_admin = RawClient::connect(addr).await;
+    let created = created.lock().unwrap().clone();
+    assert!(created.len() > CYCLES, "{created:?}");
     for topic in &created {
         match broker_topic_partitions(&mut raw_admin, topic).await {
             Some(partitions) => assert_eq!(partitions, 40, "{topic}"),
@@ -206,6 +214,7 @@ async fn twenty_kill_9_cycles_lose_no_acknowledged_record_and_duplicate_none() {
     }
     drop(broker);
     std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(dir.with_extension("broker.log")).unwrap();
 }
 
 /// The topic's partition count in Metadata, `None` when the broker does not know it.
@@ -253,4 +262,5 @@ async fn a_thousand_partitions_under_an_open_files_limit_of_200() {
     assert_eq!((p.error_code, p.base_offset), (0, 1));
     drop(broker);
     std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(dir.with_extension("broker.log")).unwrap();
 }
