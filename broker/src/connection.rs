@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::answers::{Answers, MAX_QUEUED};
-use crate::handler;
+use crate::handler::{self, Reply};
 use crate::state::BrokerState;
 
 /// Kafka's `connections.max.idle.ms`: a connection that completes no request for this long is
@@ -73,7 +73,14 @@ pub async fn serve(
         {
             return;
         }
-        answers.push(handler::handle(&state, peer, frame).await, api);
+        let reply = handler::handle(&state, peer, frame).await;
+        let closing = matches!(reply, Reply::Close(_));
+        answers.push(reply, api);
+        if closing {
+            // Nothing more is read; the answers before the close still go out.
+            let _ = answers.write_all(&mut writer, &state, peer).await;
+            return;
+        }
         if answers
             .write_known(&mut writer, &state, peer)
             .await

@@ -165,7 +165,6 @@ async fn a_topic_that_cannot_be_read_is_quarantined_and_the_others_are_served() 
 #[tokio::test]
 async fn a_missing_partition_quarantines_its_topic_instead_of_shrinking_it() {
     let dir = data_dir("missing-partition");
-    let sizes: Vec<u64>;
     {
         let broker = start_broker(config(&dir)).await;
         let mut client = RawClient::connect(broker.addr()).await;
@@ -180,7 +179,7 @@ async fn a_missing_partition_quarantines_its_topic_instead_of_shrinking_it() {
     for file in partition_files(&topic_dir, 1) {
         std::fs::remove_file(file).unwrap();
     }
-    sizes = [0, 2]
+    let sizes: Vec<u64> = [0, 2]
         .iter()
         .flat_map(|p| partition_files(&topic_dir, *p))
         .map(|f| std::fs::metadata(f).unwrap().len())
