@@ -7,13 +7,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use protocol::batch::BatchHeader;
 use tracing::{error, warn};
 
 use crate::durable::sync_dir;
 use crate::file_pool::{FilePool, FileSlot};
 use crate::segment::{scan, Segment};
+use crate::stored::Stored;
 
 #[derive(Debug)]
 pub struct DiskLog {
@@ -37,7 +37,7 @@ pub struct DiskLog {
 #[derive(Debug)]
 pub struct Recovered {
     pub disk: DiskLog,
-    pub batches: Vec<(BatchHeader, Bytes)>,
+    pub batches: Vec<(BatchHeader, Stored)>,
     /// The first segment's base offset, and the offset after the last readable batch.
     pub start: i64,
     pub end: i64,
@@ -113,7 +113,8 @@ impl DiskLog {
         let mut damaged_active = false;
         let count = files.len();
         for (i, (base_offset, path)) in files.into_iter().enumerate() {
-            let content = Bytes::from(std::fs::read(&path)?);
+            // Read whole for the scan, then dropped: only the index stays in memory.
+            let content = std::fs::read(&path)?;
             next_offset = next_offset.max(base_offset);
             let scanned = scan(&content, next_offset);
             let mut segment = Segment::existing(pool, &path, base_offset, content.len() as u64);
@@ -150,7 +151,10 @@ impl DiskLog {
             if let Some((header, _)) = scanned.batches.last() {
                 next_offset = header.last_offset() + 1;
             }
-            batches.extend(scanned.batches);
+            batches.extend(scanned.batches.into_iter().map(|(header, position)| {
+                let slot = segment.slot.clone();
+                (header, Stored::File { slot, position })
+            }));
             segments.push_back(segment);
         }
         let start = segments.front().map_or(0, |s| s.base_offset);
@@ -178,8 +182,8 @@ impl DiskLog {
     }
 
     /// Appends one stored batch whose base offset is `base_offset`, in a new segment if the
-    /// active one is full.
-    pub fn append(&mut self, batch: &[u8], base_offset: i64) -> io::Result<()> {
+    /// active one is full; returns where it went.
+    pub fn append(&mut self, batch: &[u8], base_offset: i64) -> io::Result<Stored> {
         let full =
             self.active().size > 0 && self.active().size + batch.len() as u64 > self.segment_bytes;
         if full {
@@ -192,10 +196,14 @@ impl DiskLog {
             .segments
             .back_mut()
             .expect("a partition always has an active segment");
+        let position = active.size;
         active.append(batch)?;
         self.total += batch.len() as u64;
         self.written += batch.len() as u64;
-        Ok(())
+        Ok(Stored::File {
+            slot: active.slot.clone(),
+            position,
+        })
     }
 
     fn active(&self) -> &Segment {
@@ -233,5 +241,64 @@ impl DiskLog {
             moved = self.segments.front().map(|s| s.base_offset);
         }
         moved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::tests::append;
+    use crate::log::PartitionLog;
+
+    #[test]
+    fn a_log_on_disk_keeps_only_its_index_in_memory_and_reads_the_files() {
+        let dir = std::env::temp_dir().join(format!("disk-read-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Segments of three batches, at most two files open.
+        let pool = crate::file_pool::FilePool::new(Some(2));
+        let size = protocol::batch::HEADER_LEN + 100;
+        let disk = DiskLog::create(&pool, &dir, 0, 3 * size as u64).unwrap();
+        let log = PartitionLog::on_disk(disk);
+        let memory = PartitionLog::new();
+        for i in 0..10 {
+            assert_eq!(append(&log, 2, 10 * i, 100), 2 * i);
+            append(&memory, 2, 10 * i, 100);
+        }
+        assert_eq!(log.size_bytes(), 10 * size);
+        assert_eq!(log.resident_bytes(), 0);
+        assert_eq!(memory.resident_bytes(), 10 * size);
+        // Across segment boundaries, the bytes are the ones the memory log holds.
+        let from_disk = log.read(5, usize::MAX, true).unwrap().records;
+        let from_memory = memory.read(5, usize::MAX, true).unwrap().records;
+        assert_eq!(from_disk.len(), 8);
+        assert_eq!(from_disk, from_memory);
+        assert_eq!(log.first_batch_at_or_after(35).unwrap().base_offset, 8);
+        assert_eq!(log.max_timestamp_batch().unwrap().data, from_memory[7]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn flushes_waiting_at_the_same_moment_share_one_sync() {
+        let dir = std::env::temp_dir().join(format!("group-commit-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let pool = crate::file_pool::FilePool::new(None);
+        let disk = DiskLog::create(&pool, &dir, 0, 1 << 20).unwrap();
+        let log = PartitionLog::on_disk(disk);
+        for _ in 0..5 {
+            append(&log, 2, 10, 100);
+        }
+        let flushes = (0..5).map(|_| log.flush());
+        let results = futures_util::future::join_all(flushes).await;
+        assert!(results.iter().all(Result::is_ok));
+        assert_eq!(log.syncs(), 1);
+        // Nothing new: no sync. Something new: one more.
+        log.flush().await.unwrap();
+        assert_eq!(log.syncs(), 1);
+        append(&log, 2, 10, 100);
+        log.flush().await.unwrap();
+        assert_eq!(log.syncs(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -37,6 +37,7 @@ pub mod producer;
 mod segment;
 mod server;
 mod state;
+mod stored;
 mod topic_store;
 pub mod topics;
 

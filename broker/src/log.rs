@@ -1,15 +1,17 @@
-//! One partition's log: record batches kept in memory exactly as producers sent them, with only
-//! `baseOffset` rewritten, and an offset index over them.
+//! One partition's log: record batches exactly as producers sent them, with only `baseOffset`
+//! rewritten, and an offset index over them.
 //!
 //! Neither append nor read decodes a record: a batch is located by its header, and fetch hands out
 //! the stored bytes. Each partition has its own lock, so produce and fetch on different partitions
-//! never wait for each other. With a data directory, each append is also written to the
-//! partition's segments ([`DiskLog`]) before it becomes visible, and an acks=all produce waits
-//! for a sync it shares with the produces waiting at the same moment ([`GroupCommit`]).
+//! never wait for each other. Without a data directory the batches are kept in memory. With one,
+//! each append is written to the partition's segments ([`DiskLog`]) before it becomes visible,
+//! only the index stays in memory and reads come from the files ([`Stored`]), and an acks=all
+//! produce waits for a sync it shares with the produces waiting at that moment ([`GroupCommit`]).
 //!
 //! With `retention.bytes`, the oldest batches go once the partition holds more, and the log
 //! start offset moves past them: in memory batch by batch, with a data directory whole segments
-//! at a time (in memory and on disk alike, so a restart starts where the log started). Besides bounding memory, this is what keeps a busy broker fast:
+//! at a time (so a restart starts where the log started). Besides bounding memory, this is what
+//! keeps a busy broker fast:
 //! the memory of dropped batches is reused for new ones, while a log that only grows must have
 //! every new page zeroed by the kernel, which cost half of the broker's time under produce load.
 
@@ -24,6 +26,7 @@ use tracing::debug;
 use crate::disk_log::{DiskLog, Recovered};
 use crate::group_commit::GroupCommit;
 use crate::producer::{SequenceVerdict, SequenceWindows};
+use crate::stored::{self, Stored};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
@@ -34,6 +37,16 @@ pub struct StoredBatch {
     pub last_offset: i64,
     pub max_timestamp: i64,
     pub data: Bytes,
+}
+
+/// What the index holds of a batch: enough to find it without reading it, and where it is.
+#[derive(Debug, Clone)]
+struct IndexedBatch {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    len: usize,
+    stored: Stored,
 }
 
 /// Log start (earliest readable offset) and log end (next offset to assign, the high watermark of
@@ -64,7 +77,7 @@ pub struct OffsetOutOfRange {
 #[derive(Debug, Default)]
 struct LogState {
     /// In offset order; `batches[i].last_offset < batches[i + 1].base_offset`.
-    batches: VecDeque<StoredBatch>,
+    batches: VecDeque<IndexedBatch>,
     start: i64,
     end: i64,
     /// Sum of stored batch sizes.
@@ -92,16 +105,16 @@ impl LogState {
             if let Some(first) = disk.apply_retention(keep) {
                 while self.batches.front().is_some_and(|b| b.base_offset < first) {
                     if let Some(oldest) = self.batches.pop_front() {
-                        self.bytes -= oldest.data.len();
+                        self.bytes -= oldest.len;
                     }
                 }
                 self.start = self.start.max(first);
             }
             return;
         }
-        while self.batches.len() > 1 && self.bytes - self.batches[0].data.len() >= keep {
+        while self.batches.len() > 1 && self.bytes - self.batches[0].len >= keep {
             if let Some(oldest) = self.batches.pop_front() {
-                self.bytes -= oldest.data.len();
+                self.bytes -= oldest.len;
             }
         }
         if let Some(first) = self.batches.front() {
@@ -162,16 +175,18 @@ impl PartitionLog {
         };
         {
             let mut state = log.state.lock();
-            for (header, data) in recovered.batches {
+            for (header, stored) in recovered.batches {
                 if header.producer_id >= 0 {
                     state.sequences.record(&header, header.base_offset);
                 }
-                state.bytes += data.len();
-                state.batches.push_back(StoredBatch {
+                let len = header.total_len() as usize;
+                state.bytes += len;
+                state.batches.push_back(IndexedBatch {
                     base_offset: header.base_offset,
                     last_offset: header.last_offset(),
                     max_timestamp: header.max_timestamp,
-                    data,
+                    len,
+                    stored,
                 });
             }
             state.start = recovered.start;
@@ -230,25 +245,29 @@ impl PartitionLog {
             }
             let base_offset = state.end;
             set_base_offset(&mut data, base_offset);
-            if let Some(disk) = &mut state.disk {
-                if disk.failed {
-                    return Err(ResponseError::KafkaStorageError);
-                }
+            let len = data.len();
+            let stored = match &mut state.disk {
+                Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
                 // Written before it is visible: nothing a fetch returned can vanish when the
                 // process dies (the kernel has it; acks=all also waits for the disk).
-                if let Err(e) = disk.append(&data, base_offset) {
-                    tracing::error!("partition write failed, no more appends: {e}");
-                    disk.failed = true;
-                    return Err(ResponseError::KafkaStorageError);
-                }
-            }
+                Some(disk) => match disk.append(&data, base_offset) {
+                    Ok(stored) => stored,
+                    Err(e) => {
+                        tracing::error!("partition write failed, no more appends: {e}");
+                        disk.failed = true;
+                        return Err(ResponseError::KafkaStorageError);
+                    }
+                },
+                None => Stored::Memory(data.freeze()),
+            };
             let last_offset = base_offset + header.last_offset_delta as i64;
-            state.bytes += data.len();
-            state.batches.push_back(StoredBatch {
+            state.bytes += len;
+            state.batches.push_back(IndexedBatch {
                 base_offset,
                 last_offset,
                 max_timestamp: header.max_timestamp,
-                data: data.freeze(),
+                len,
+                stored,
             });
             state.end = last_offset + 1;
             state.apply_retention();
@@ -308,62 +327,120 @@ impl PartitionLog {
         max_bytes: usize,
         at_least_one: bool,
     ) -> Result<ReadResult, OffsetOutOfRange> {
-        let state = self.state.lock();
-        let offsets = LogOffsets {
-            start: state.start,
-            end: state.end,
-        };
-        if offset < state.start || offset > state.end {
-            return Err(OffsetOutOfRange {
-                requested: offset,
+        let (picked, offsets) = {
+            let state = self.state.lock();
+            let offsets = LogOffsets {
+                start: state.start,
+                end: state.end,
+            };
+            (
+                pick(&state, offset, max_bytes, at_least_one, offsets)?,
                 offsets,
-            });
-        }
-        let first = state.batches.partition_point(|b| b.last_offset < offset);
-        let mut taken = 0;
-        let mut size = 0;
-        for batch in state.batches.range(first..) {
-            if (taken > 0 || !at_least_one) && size + batch.data.len() > max_bytes {
-                break;
+            )
+        };
+        // Read outside the lock: a fetch reading a file never holds up a produce.
+        match stored::load(&picked) {
+            Ok(records) => Ok(ReadResult { records, offsets }),
+            Err(e) => {
+                // Retention deleted the segment between the look-up and the read: the offset
+                // is now before the log start, as the consumer learns.
+                tracing::warn!(offset, "partition read failed: {e}");
+                Err(OffsetOutOfRange {
+                    requested: offset,
+                    offsets: self.offsets(),
+                })
             }
-            size += batch.data.len();
-            taken += 1;
         }
-        let records = state
-            .batches
-            .range(first..first + taken)
-            .map(|batch| batch.data.clone())
-            .collect();
-        Ok(ReadResult { records, offsets })
     }
 
     /// The first batch whose max timestamp reaches `timestamp`: the one that holds the first
     /// record at or after that time (Kafka's time index answers the same question).
     pub fn first_batch_at_or_after(&self, timestamp: i64) -> Option<StoredBatch> {
-        let state = self.state.lock();
-        state
-            .batches
-            .iter()
-            .find(|b| b.max_timestamp >= timestamp)
-            .cloned()
+        let found = {
+            let state = self.state.lock();
+            state
+                .batches
+                .iter()
+                .find(|b| b.max_timestamp >= timestamp)
+                .cloned()
+        };
+        found.and_then(load_one)
     }
 
     /// The batch holding the record with the largest timestamp (the first one on ties).
     pub fn max_timestamp_batch(&self) -> Option<StoredBatch> {
-        let state = self.state.lock();
-        let mut best: Option<&StoredBatch> = None;
-        for batch in &state.batches {
-            if best.is_none_or(|b| batch.max_timestamp > b.max_timestamp) {
-                best = Some(batch);
+        let found = {
+            let state = self.state.lock();
+            let mut best: Option<&IndexedBatch> = None;
+            for batch in &state.batches {
+                if best.is_none_or(|b| batch.max_timestamp > b.max_timestamp) {
+                    best = Some(batch);
+                }
             }
+            best.cloned()
+        };
+        found.and_then(load_one)
+    }
+}
+
+/// The batches a read returns, with their lengths and where they are.
+fn pick(
+    state: &LogState,
+    offset: i64,
+    max_bytes: usize,
+    at_least_one: bool,
+    offsets: LogOffsets,
+) -> Result<Vec<(usize, Stored)>, OffsetOutOfRange> {
+    if offset < state.start || offset > state.end {
+        return Err(OffsetOutOfRange {
+            requested: offset,
+            offsets,
+        });
+    }
+    let first = state.batches.partition_point(|b| b.last_offset < offset);
+    let mut picked = Vec::new();
+    let mut size = 0;
+    for batch in state.batches.range(first..) {
+        if (!picked.is_empty() || !at_least_one) && size + batch.len > max_bytes {
+            break;
         }
-        best.cloned()
+        size += batch.len;
+        picked.push((batch.len, batch.stored.clone()));
+    }
+    Ok(picked)
+}
+
+/// One indexed batch with its bytes; `None` (logged) when its file cannot be read.
+fn load_one(batch: IndexedBatch) -> Option<StoredBatch> {
+    match stored::load(&[(batch.len, batch.stored)]) {
+        Ok(mut data) => Some(StoredBatch {
+            base_offset: batch.base_offset,
+            last_offset: batch.last_offset,
+            max_timestamp: batch.max_timestamp,
+            data: data.pop()?,
+        }),
+        Err(e) => {
+            tracing::warn!(offset = batch.base_offset, "partition read failed: {e}");
+            None
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    impl PartitionLog {
+        /// Bytes of batches held in memory rather than in files.
+        pub(crate) fn resident_bytes(&self) -> usize {
+            let state = self.state.lock();
+            let in_memory = state.batches.iter().filter_map(|b| match &b.stored {
+                Stored::Memory(data) => Some(data.len()),
+                Stored::File { .. } => None,
+            });
+            in_memory.sum()
+        }
+    }
 
     /// A minimal valid header for `count` records; the log never reads past the header.
     fn batch(count: i32, max_timestamp: i64, filler: usize) -> (Vec<u8>, BatchHeader) {
@@ -378,7 +455,7 @@ mod tests {
         (bytes, header)
     }
 
-    fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
+    pub(crate) fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
         let (mut bytes, _) = batch(count, ts, filler);
         bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
         let header = BatchHeader::parse(&bytes).unwrap();
@@ -489,30 +566,6 @@ mod tests {
         log.set_retention_bytes(None);
         append(&log, 2, 10, 100);
         assert_eq!(log.offsets(), LogOffsets { start: 10, end: 14 });
-    }
-
-    #[tokio::test]
-    async fn flushes_waiting_at_the_same_moment_share_one_sync() {
-        let dir = std::env::temp_dir().join(format!("group-commit-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let pool = crate::file_pool::FilePool::new(None);
-        let disk = DiskLog::create(&pool, &dir, 0, 1 << 20).unwrap();
-        let log = PartitionLog::on_disk(disk);
-        for _ in 0..5 {
-            append(&log, 2, 10, 100);
-        }
-        let flushes = (0..5).map(|_| log.flush());
-        let results = futures_util::future::join_all(flushes).await;
-        assert!(results.iter().all(Result::is_ok));
-        assert_eq!(log.syncs(), 1);
-        // Nothing new: no sync. Something new: one more.
-        log.flush().await.unwrap();
-        assert_eq!(log.syncs(), 1);
-        append(&log, 2, 10, 100);
-        log.flush().await.unwrap();
-        assert_eq!(log.syncs(), 2);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

@@ -15,7 +15,6 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use protocol::batch::{validate_single_batch, BatchHeader, HEADER_LEN};
 
 use crate::file_pool::{FilePool, FileSlot};
@@ -101,8 +100,8 @@ impl Segment {
 /// What recovery found in one segment's bytes.
 #[derive(Debug, Default)]
 pub struct Scanned {
-    /// The readable batches, in order, as slices of the content.
-    pub batches: Vec<(BatchHeader, Bytes)>,
+    /// The readable batches, in order, with their positions in the content.
+    pub batches: Vec<(BatchHeader, u64)>,
     /// Byte ranges that do not hold a readable batch, with readable batches after them.
     pub damaged: Vec<Range<u64>>,
     /// Where an unreadable tail begins: nothing readable follows it.
@@ -110,14 +109,14 @@ pub struct Scanned {
 }
 
 /// Reads a segment's `content`, whose first batch must not start before `next_offset`.
-pub fn scan(content: &Bytes, mut next_offset: i64) -> Scanned {
+pub fn scan(content: &[u8], mut next_offset: i64) -> Scanned {
     let mut scanned = Scanned::default();
     let mut at = 0;
     while at < content.len() {
         if let Some(header) = batch_at(content, at, next_offset, None) {
             let len = header.total_len() as usize;
             next_offset = header.last_offset() + 1;
-            scanned.batches.push((header, content.slice(at..at + len)));
+            scanned.batches.push((header, at as u64));
             at += len;
             continue;
         }
@@ -190,7 +189,7 @@ mod tests {
         let mut content = batch_bytes(0, 2);
         content.extend(batch_bytes(2, 3));
         content.extend(&batch_bytes(5, 1)[..30]);
-        let scanned = scan(&Bytes::from(content), 0);
+        let scanned = scan(&content, 0);
         assert_eq!(offsets(&scanned), vec![0, 2]);
         assert!(scanned.damaged.is_empty());
         assert_eq!(scanned.unreadable_tail, Some(2 * 71));
@@ -203,7 +202,7 @@ mod tests {
             content.extend(batch_bytes(2, 3));
             content.extend(batch_bytes(5, 1));
             content[71 + flipped] ^= 0x40; // in the attributes (CRC) or the length field
-            let scanned = scan(&Bytes::from(content), 0);
+            let scanned = scan(&content, 0);
             assert_eq!(offsets(&scanned), vec![0, 5], "flipped byte {flipped}");
             assert_eq!(scanned.damaged, vec![71..142]);
             assert_eq!(scanned.unreadable_tail, None);

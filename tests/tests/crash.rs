@@ -9,30 +9,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use client::{
-    Admin, Client, ClientConfig, DeliveryFuture, NewTopic, Producer, ProducerConfig,
-    ProducerRecord, RetryPolicy,
+    Admin, Client, DeliveryFuture, NewTopic, Producer, ProducerConfig, ProducerRecord, RetryPolicy,
 };
 use kafka_protocol::messages::*;
 use rand::{Rng, SeedableRng};
 use tests::*;
+
+mod client_common;
+use client_common::client_config;
 
 fn data_dir(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("workshop-crash-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("broker.log"));
     dir
-}
-
-/// Retries every 10 ms up to 100 ms apart for about 10 s: a restart is ridden out quickly.
-fn client_config(addr: SocketAddr) -> ClientConfig {
-    let mut config = ClientConfig::new(&addr.to_string());
-    config.retry = RetryPolicy {
-        retries: 100,
-        backoff: Duration::from_millis(10),
-        backoff_max: Duration::from_millis(100),
-    };
-    config.request_timeout = Duration::from_secs(5);
-    config
 }
 
 fn idempotent() -> ProducerConfig {
