@@ -115,6 +115,14 @@ impl DiskLog {
         for (i, (base_offset, path)) in files.into_iter().enumerate() {
             // Read whole for the scan, then dropped: only the index stays in memory.
             let content = std::fs::read(&path)?;
+            if i > 0 && base_offset > next_offset {
+                error!(
+                    file = %path.display(),
+                    missing = ?(next_offset..base_offset),
+                    "MISSING DATA: no segment holds these offsets (a file was removed?); the \
+                     other segments are served"
+                );
+            }
             next_offset = next_offset.max(base_offset);
             let scanned = scan(&content, next_offset);
             let mut segment = Segment::existing(pool, &path, base_offset, content.len() as u64);
