@@ -53,6 +53,8 @@ fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
+        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
     let args = Args::parse();
     let runtime = match tokio::runtime::Runtime::new() {
