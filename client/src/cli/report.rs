@@ -30,6 +30,14 @@ impl Failure {
         }
     }
 
+    /// Stopped by Ctrl-C or SIGTERM before it was done (exit code 130, as shells report SIGINT).
+    pub fn interrupted() -> Self {
+        Self {
+            message: "interrupted".into(),
+            code: 130,
+        }
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(self.code)
     }
