@@ -43,7 +43,7 @@ pub struct Cli {
         value_name = "HOST:PORT"
     )]
     pub bootstrap: String,
-    /// Seconds to wait for a broker's answer
+    /// Seconds any wait on the cluster may take (a request with its retries, a poll, a redraw)
     #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
     pub timeout: u64,
     #[command(subcommand)]
