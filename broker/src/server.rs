@@ -50,9 +50,10 @@ impl Broker {
             initial_rebalance_delay: config.group_initial_rebalance_delay,
             ..Timing::default()
         };
+        let (advertised_host, advertised_port) = config.advertised(addr);
         let state = Arc::new(BrokerState {
-            advertised_host: addr.ip().to_string(),
-            advertised_port: addr.port() as i32,
+            advertised_host,
+            advertised_port: i32::from(advertised_port),
             cluster_id: format!("workshop-{}", uuid::Uuid::new_v4().simple()),
             topics: match &config.data_dir {
                 Some(dir) => Topics::open(dir)?,
