@@ -35,6 +35,9 @@ pub enum TransportError {
     Frame { addr: String, reason: String },
     #[error("connection to {addr} was closed by the broker")]
     Closed { addr: String },
+    /// The answer was not Kafka's framing but a text or TLS protocol's.
+    #[error("{addr} is not a Kafka broker: it answered {answer}")]
+    NotKafka { addr: String, answer: String },
     #[error("connection to {addr} was abandoned while a request was half written")]
     Abandoned { addr: String },
     #[error("{api} request to {addr} got no answer within {after:?}")]
@@ -54,6 +57,7 @@ impl TransportError {
             | Self::Io { addr, .. }
             | Self::Frame { addr, .. }
             | Self::Closed { addr }
+            | Self::NotKafka { addr, .. }
             | Self::Abandoned { addr }
             | Self::Timeout { addr, .. } => addr,
         }
@@ -286,6 +290,8 @@ impl Error {
     /// Whether trying again (after a metadata refresh and a backoff) may succeed.
     pub fn is_retriable(&self) -> bool {
         match self {
+            // Asking a web server again will not make it a broker.
+            Self::Transport(TransportError::NotKafka { .. }) => false,
             Self::Transport(_) => true,
             Self::Server(e) => e.is_retriable(),
             Self::AckLost { .. } => true,

@@ -154,7 +154,11 @@ fn errors(stderr: &[String]) -> Vec<&String> {
     let levels = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"];
     stderr
         .iter()
-        .filter(|l| !l.split_whitespace().nth(1).is_some_and(|w| levels.contains(&w)))
+        .filter(|l| {
+            !l.split_whitespace()
+                .nth(1)
+                .is_some_and(|w| levels.contains(&w))
+        })
         .collect()
 }
 
