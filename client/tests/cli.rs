@@ -285,6 +285,7 @@ async fn a_port_that_answers_http_is_not_taken_for_a_broker() {
     let expected = format!("{addr} is not a Kafka broker: it answered \"HTTP");
     assert_one_line_error(&run, 1, &expected);
     assert!(!run.stderr.contains("frame size"), "{}", run.stderr);
+    assert!(run.stderr.contains("at a Kafka listener"), "{}", run.stderr);
 }
 
 #[tokio::test]

@@ -100,6 +100,9 @@ fn transport(t: &TransportError) -> String {
             "no broker listening at {addr}: start one with `broker --listen {addr}`, or point \
              --bootstrap (or KAFKA_BOOTSTRAP) at a running broker"
         ),
+        TransportError::NotKafka { .. } => {
+            format!("{t}: point --bootstrap (or KAFKA_BOOTSTRAP) at a Kafka listener")
+        }
         TransportError::Connect { .. } | TransportError::ConnectTimeout { .. } => {
             format!("{t}: check the address given to --bootstrap and that the broker is reachable")
         }
