@@ -23,6 +23,13 @@ pub enum TransportError {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// The host name of `addr` does not resolve to any address.
+    #[error("cannot resolve {addr}: {source}")]
+    Unresolved {
+        addr: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     #[error("connecting to {addr} timed out after {after:?}")]
     ConnectTimeout { addr: String, after: Duration },
     #[error("connection to {addr} failed: {source}")]
@@ -53,6 +60,7 @@ impl TransportError {
     pub fn addr(&self) -> &str {
         match self {
             Self::Connect { addr, .. }
+            | Self::Unresolved { addr, .. }
             | Self::ConnectTimeout { addr, .. }
             | Self::Io { addr, .. }
             | Self::Frame { addr, .. }
@@ -290,8 +298,12 @@ impl Error {
     /// Whether trying again (after a metadata refresh and a backoff) may succeed.
     pub fn is_retriable(&self) -> bool {
         match self {
-            // Asking a web server again will not make it a broker.
-            Self::Transport(TransportError::NotKafka { .. }) => false,
+            // Asking a web server again will not make it a broker; a name that does not
+            // resolve is a typo far more often than a name server catching up (Kafka's client
+            // refuses such a bootstrap at once too).
+            Self::Transport(
+                TransportError::NotKafka { .. } | TransportError::Unresolved { .. },
+            ) => false,
             Self::Transport(_) => true,
             Self::Server(e) => e.is_retriable(),
             Self::AckLost { .. } => true,

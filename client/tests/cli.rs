@@ -264,6 +264,11 @@ async fn no_broker_gives_one_line_saying_how_to_start_one() {
     )
     .await;
     assert_one_line_error(&run, 1, "no broker listening");
+    // A name that does not resolve says so, at once.
+    let args = ["--bootstrap", "nosuchhost.invalid:9092", "topics", "list"];
+    let run = client(None, &args, "").await;
+    assert_one_line_error(&run, 1, "cannot resolve nosuchhost.invalid:9092");
+    assert!(run.stderr.contains("check the host name"), "{}", run.stderr);
 }
 
 #[tokio::test]

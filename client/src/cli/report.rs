@@ -100,6 +100,9 @@ fn transport(t: &TransportError) -> String {
             "no broker listening at {addr}: start one with `broker --listen {addr}`, or point \
              --bootstrap (or KAFKA_BOOTSTRAP) at a running broker"
         ),
+        TransportError::Unresolved { .. } => {
+            format!("{t}: check the host name given to --bootstrap (or KAFKA_BOOTSTRAP)")
+        }
         TransportError::NotKafka { .. } => {
             format!("{t}: point --bootstrap (or KAFKA_BOOTSTRAP) at a Kafka listener")
         }
