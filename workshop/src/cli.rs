@@ -115,7 +115,10 @@ pub fn one_line(err: &clap::Error) -> String {
         .find(|line| !line.trim().is_empty())
         .unwrap_or("invalid command line");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    match text.lines().find_map(|line| line.trim().strip_prefix("tip: ")) {
+    match text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("tip: "))
+    {
         Some(tip) => format!("{first}; {tip} (see `workshop --help`)"),
         None => format!("{first} (see `workshop --help`)"),
     }
@@ -179,7 +182,10 @@ mod tests {
         let line = one_line(&parse(["partitons"]).unwrap_err());
         assert!(!line.contains('\n'), "{line}");
         assert!(line.contains("'partitons'"), "{line}");
-        assert!(line.contains("similar subcommand exists: 'partitions'"), "{line}");
+        assert!(
+            line.contains("similar subcommand exists: 'partitions'"),
+            "{line}"
+        );
         let line = one_line(&parse(["rehash", "--sed", "3"]).unwrap_err());
         assert!(line.contains("'--seed'"), "{line}");
     }
