@@ -247,7 +247,8 @@ pub fn commit_request(
 
 /// A group's committed offsets as OffsetFetch lists them: `(topic, partition, offset, metadata)`
 /// in answer order.
-pub type Fetched = Vec<(String, i32, i64, String)>;
+pub type Fetched = Vec<Fetched1>;
+type Fetched1 = (String, i32, i64, String);
 
 /// OffsetFetch of the given partitions, or of everything with `None`, for one group: the
 /// single-group form up to v7, a batch of one from v8.
@@ -279,16 +280,16 @@ pub async fn fetch_offsets(
         .flat_map(|t| {
             t.partitions.iter().map(|p| {
                 assert_eq!(p.error_code, 0);
-                let metadata = p.metadata.as_deref().unwrap_or_default().to_string();
-                (
-                    t.name.to_string(),
-                    p.partition_index,
-                    p.committed_offset,
-                    metadata,
-                )
+                row(&t.name, p.partition_index, p.committed_offset, &p.metadata)
             })
         })
         .collect()
+}
+
+/// One partition of an OffsetFetch answer, whichever version's shape it came in.
+fn row(topic: &TopicName, partition: i32, offset: i64, metadata: &Option<StrBytes>) -> Fetched1 {
+    let metadata = metadata.as_deref().unwrap_or_default().to_string();
+    (topic.to_string(), partition, offset, metadata)
 }
 
 /// One OffsetFetch v8+ for several groups (librdkafka's batched form), each with the partitions
@@ -322,13 +323,7 @@ pub async fn fetch_batch(
                 .flat_map(|t| {
                     t.partitions.iter().map(|p| {
                         assert_eq!(p.error_code, 0);
-                        let metadata = p.metadata.as_deref().unwrap_or_default().to_string();
-                        (
-                            t.name.to_string(),
-                            p.partition_index,
-                            p.committed_offset,
-                            metadata,
-                        )
+                        row(&t.name, p.partition_index, p.committed_offset, &p.metadata)
                     })
                 })
                 .collect();

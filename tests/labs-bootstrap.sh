@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Every lab against the broker binary with Kafka's own group default, a 3 s
+# group.initial.rebalance.delay.ms, through `--bootstrap` as against any Kafka cluster: each must
+# reach its verdict (exit 0) with the figures of its embedded run.
+#
+# Figures that differ on a cluster by design are left out of the comparison, each for a reason:
+# - names: on a cluster every topic and group carries the run's id (`orders-<id>`), so runs on a
+#   shared cluster never collide; the id is taken off before comparing, and `target` says where
+#   the lab ran.
+# - idempotence `broker_side_*`: that run drops acknowledgements through the embedded broker's
+#   fault injection, which a cluster does not offer; the lab skips it there.
+# - rebalance: its durations (`*_ms`, the `incident` sentences) and what follows from them
+#   (`resumptions_checked`): on a cluster time is real, so the lab runs its scenarios on
+#   Timing::REAL (6 s sessions, 2 s max.poll.interval) instead of Kafka's defaults on the paused
+#   clock; the counts that follow from data and max.poll.records are compared.
+# - hot-tenant: its timed run (`timed`) and the figures read off it (lag over time, the
+#   measured rates) depend on this machine's speed today; see the list in the Python below.
+# - rehash: lookup costs (`lookup_ns`) are measured, not counted.
+#
+# Usage: bash tests/labs-bootstrap.sh   (from anywhere; builds what it needs in release mode)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --quiet -p broker -p workshop
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+bin="$target_dir/release"
+
+work=$(mktemp -d)
+broker_pid=
+cleanup() {
+    if [[ -n $broker_pid ]]; then
+        kill "$broker_pid" 2>/dev/null || true
+        wait "$broker_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$bin/broker" --listen 127.0.0.1:0 --group-initial-rebalance-delay-ms 3000 \
+    >"$work/broker.out" 2>"$work/broker.err" &
+broker_pid=$!
+for _ in $(seq 100); do
+    [[ -s $work/broker.out ]] && break
+    sleep 0.1
+done
+addr=$(awk '{print $NF; exit}' "$work/broker.out")
+[[ -n $addr ]] || { cat "$work/broker.err" >&2; echo "labs-bootstrap: the broker did not start" >&2; exit 1; }
+echo "labs-bootstrap: broker at $addr, group.initial.rebalance.delay.ms=3000"
+
+passed=0
+failed=0
+for lab in $("$bin/workshop" list | awk '{print $1}'); do
+    # The embedded run is on the paused clock and takes seconds; the bounds only stop a hang.
+    if ! timeout 600 "$bin/workshop" "$lab" --json >"$work/$lab.embedded.json" 2>"$work/$lab.embedded.err"; then
+        tail -5 "$work/$lab.embedded.err" >&2
+        echo "FAIL $lab: the embedded run did not reach its verdict"
+        failed=$((failed + 1))
+        continue
+    fi
+    started=$SECONDS
+    if ! timeout 900 "$bin/workshop" "$lab" --json --bootstrap "$addr" \
+        >"$work/$lab.cluster.json" 2>"$work/$lab.cluster.err"; then
+        tail -5 "$work/$lab.cluster.err" >&2
+        echo "FAIL $lab: with --bootstrap it did not reach its verdict"
+        failed=$((failed + 1))
+        continue
+    fi
+    if python3 - "$lab" "$work/$lab.embedded.json" "$work/$lab.cluster.json" <<'PY'; then
+import json
+import re
+import sys
+
+lab, embedded_path, cluster_path = sys.argv[1:]
+
+# Figures a cluster run may differ in, by lab, as dotted paths (list indexes as [N]); a regex
+# matches the whole path. The reasons are in the header of this script.
+DIFFER_BY_DESIGN = {
+    "idempotence": [r"broker_side_.*"],
+    "rebalance": [r".*_ms", r".*\.incident", r".*resumptions_checked"],
+    "hot-tenant": [r"timed(\..*|\[.*)?", r".*_per_s(ec)?", r".*elapsed.*", r".*_ms"],
+    "rehash": [r".*lookup_ns"],
+}
+ALWAYS = [r"target"]
+
+
+def flat(value, path=""):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from flat(inner, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            yield from flat(inner, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def load(path):
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("shown") is not True:
+        sys.exit(f"{path}: the lab did not show its phenomenon")
+    return dict(flat(doc["figures"]))
+
+
+embedded, cluster = load(embedded_path), load(cluster_path)
+# The run id: what a cluster's topic name adds to the embedded one ("-<id>").
+run_id = None
+for key, name in embedded.items():
+    other = cluster.get(key)
+    if isinstance(name, str) and isinstance(other, str) and other.startswith(name + "-"):
+        run_id = other[len(name):]
+        break
+if run_id:
+    cluster = {k: v.replace(run_id, "") if isinstance(v, str) else v for k, v in cluster.items()}
+skip = [re.compile(p) for p in ALWAYS + DIFFER_BY_DESIGN.get(lab, [])]
+compared = differ = 0
+for key in sorted(set(embedded) | set(cluster)):
+    if any(p.fullmatch(key) for p in skip):
+        continue
+    compared += 1
+    if embedded.get(key) != cluster.get(key):
+        differ += 1
+        print(f"  {key}: embedded {embedded.get(key)!r}, cluster {cluster.get(key)!r}")
+if differ:
+    sys.exit(f"{lab}: {differ} of {compared} figures differ")
+print(f"PASS {lab}: verdict reached, {compared} figures as embedded")
+PY
+        echo "  ($lab with --bootstrap took $((SECONDS - started)) s)"
+        passed=$((passed + 1))
+    else
+        echo "FAIL $lab: figures differ from the embedded run"
+        failed=$((failed + 1))
+    fi
+done
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
