@@ -173,19 +173,26 @@ fn assert_one_error_line(stderr: &[String], contains: &str) {
     );
 }
 
+/// Shuts the broker down under a command run with `--timeout 3`: it must end with one line.
+async fn ends_within_3_s_once_the_broker_dies(b: Broker, running: Running) {
+    b.shutdown().await;
+    let (code, stderr, waited) = tokio::task::spawn_blocking(|| running.exit())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(1), "{stderr:?}");
+    assert_one_error_line(&stderr, "within 3 s");
+    // At most the 3 s of --timeout, the 1 s between redraws and a margin for a loaded machine;
+    // before, nested retries kept it going for minutes.
+    assert!(waited < Duration::from_secs(10), "ended after {waited:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lag_watch_ends_within_its_timeout_when_the_broker_dies() {
     let b = broker_with_orders().await;
     let args = ["--timeout", "3", "groups", "lag", "nobody", "--watch"];
     let mut watch = Running::start(b.addr(), &args, false);
     watch.stdout_until("does not exist (yet)");
-    b.shutdown().await;
-    let (code, stderr, waited) = tokio::task::spawn_blocking(|| watch.exit()).await.unwrap();
-    assert_eq!(code, Some(1), "{stderr:?}");
-    assert_one_error_line(&stderr, "within 3 s");
-    // At most the 3 s of --timeout, the 1 s between redraws and a margin for a loaded machine;
-    // before, nested retries kept it going for minutes.
-    assert!(waited < Duration::from_secs(10), "ended after {waited:?}");
+    ends_within_3_s_once_the_broker_dies(b, watch).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,13 +235,7 @@ async fn a_group_consumer_ends_within_its_timeout_when_the_broker_dies() {
     ];
     let mut consume = Running::start(b.addr(), &args, false);
     consume.stdout_until("2:8");
-    b.shutdown().await;
-    let (code, stderr, waited) = tokio::task::spawn_blocking(|| consume.exit())
-        .await
-        .unwrap();
-    assert_eq!(code, Some(1), "{stderr:?}");
-    assert_one_error_line(&stderr, "within 3 s");
-    assert!(waited < Duration::from_secs(10), "ended after {waited:?}");
+    ends_within_3_s_once_the_broker_dies(b, consume).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
