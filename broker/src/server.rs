@@ -58,9 +58,10 @@ impl Broker {
             max_open_files: config.max_open_files,
             segment_bytes: config.log_segment_bytes,
         };
+        let (advertised_host, advertised_port) = config.advertised(addr);
         let state = Arc::new(BrokerState {
-            advertised_host: addr.ip().to_string(),
-            advertised_port: addr.port() as i32,
+            advertised_host,
+            advertised_port: i32::from(advertised_port),
             cluster_id: match &config.data_dir {
                 Some(dir) => identity::cluster_id(dir)?,
                 None => identity::new_cluster_id(),

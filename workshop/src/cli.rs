@@ -106,7 +106,8 @@ where
     })
 }
 
-/// A clap error as one line: its first line (what is wrong) and where to read more.
+/// A clap error as one line: its first line (what is wrong), clap's suggestion when it has one
+/// (a lab or flag of a similar name), and where to read more.
 pub fn one_line(err: &clap::Error) -> String {
     let text = err.render().to_string();
     let first = text
@@ -114,7 +115,13 @@ pub fn one_line(err: &clap::Error) -> String {
         .find(|line| !line.trim().is_empty())
         .unwrap_or("invalid command line");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    format!("{first} (see `workshop --help`)")
+    match text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("tip: "))
+    {
+        Some(tip) => format!("{first}; {tip} (see `workshop --help`)"),
+        None => format!("{first} (see `workshop --help`)"),
+    }
 }
 
 /// `--bootstrap` must name a host and a port, as Kafka's `bootstrap.servers` entries do.
@@ -168,6 +175,19 @@ mod tests {
         let line = one_line(&err);
         assert!(!line.contains('\n'), "{line}");
         assert!(line.contains("--keys"), "{line}");
+    }
+
+    #[test]
+    fn a_misspelt_lab_or_flag_gets_clap_s_suggestion_on_the_same_line() {
+        let line = one_line(&parse(["partitons"]).unwrap_err());
+        assert!(!line.contains('\n'), "{line}");
+        assert!(line.contains("'partitons'"), "{line}");
+        assert!(
+            line.contains("similar subcommand exists: 'partitions'"),
+            "{line}"
+        );
+        let line = one_line(&parse(["rehash", "--sed", "3"]).unwrap_err());
+        assert!(line.contains("'--seed'"), "{line}");
     }
 
     #[test]

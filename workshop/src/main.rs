@@ -21,6 +21,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("warn,client::producer=off")),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
+        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
     match workshop::run(std::env::args_os().skip(1)) {
         Ok(outcome) => match outcome.emit(&mut std::io::stdout().lock()) {
