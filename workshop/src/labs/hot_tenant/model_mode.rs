@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::model::{self, Loads, Params, SEED_001};
-use super::verdict::{self, Verdict};
-use crate::report::{thousands, Align, Narrator, Phase, Summary, Table};
+use super::verdict;
+use crate::report::{thousands, Align, Checks, Narrator, Phase, Summary, Table};
 
 /// Everything `--model` computes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,7 +37,7 @@ pub const EXPECTED: &str = "Routing by tenant alone puts the super tenant's orde
     mean (seed 001 prints 1.44x).";
 
 /// Computes the model, tells it, and returns the figures and the verdict.
-pub fn run(n: &mut Narrator) -> (Figures, Verdict) {
+pub fn run(n: &mut Narrator) -> (Figures, Checks) {
     let p = SEED_001;
     n.phase(Phase {
         title: "Tenant-only routing (seed 001)",
@@ -54,6 +54,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Verdict) {
         predict: "how much busier than the average is the busiest shard?",
     });
     let tenant_only = model::tenant_only(&p);
+    n.answer();
     n.table(&loads_table(
         &tenant_only,
         Some(model::tenant_shard(p.hot_tenant, p.shards)),
@@ -79,6 +80,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Verdict) {
         predict: "does the busiest shard get any lighter?",
     });
     let more = model::tenant_only(&doubled);
+    n.answer();
     n.table(&loads_table(
         &more,
         Some(model::tenant_shard(p.hot_tenant, doubled.shards)),
@@ -102,6 +104,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Verdict) {
     });
     let split = model::split_hot_tenant(&p);
     let read_shards = model::split_read_shards(&p);
+    n.answer();
     n.table(&loads_table(&split, None));
     n.say(&format!(
         "The busiest shard is {:.2}x the mean. The price: a query for tenant {} alone now asks {} buckets\n\
@@ -109,9 +112,15 @@ pub fn run(n: &mut Narrator) -> (Figures, Verdict) {
         split.max_over_avg, p.hot_tenant, p.buckets, read_shards
     ));
 
-    let mut v = Verdict::new();
-    verdict::skew_high(&mut v, "tenant-only routing", tenant_only.max_over_avg);
+    let mut v = Checks::new();
+    verdict::skew_high(
+        &mut v,
+        "tenant-only skewed",
+        "tenant-only routing",
+        tenant_only.max_over_avg,
+    );
     v.check(
+        "more shards leave it whole",
         more.loads[model::tenant_shard(p.hot_tenant, doubled.shards) as usize] >= p.hot_orders
             && more.max_over_avg >= tenant_only.max_over_avg,
         format!(
@@ -119,7 +128,12 @@ pub fn run(n: &mut Narrator) -> (Figures, Verdict) {
             doubled.shards, p.hot_tenant, more.max_over_avg
         ),
     );
-    verdict::near_one(&mut v, "hot tenant split into buckets", split.max_over_avg);
+    verdict::near_one(
+        &mut v,
+        "the split spreads it",
+        "hot tenant split into buckets",
+        split.max_over_avg,
+    );
 
     n.summary(&Summary {
         happened: vec![format!(
@@ -198,8 +212,8 @@ mod tests {
 
     #[test]
     fn the_model_shows_the_seeds_figures() {
-        let (figures, v) = run(&mut Narrator::quiet());
-        assert!(v.shown(), "{:?}", v.findings);
+        let (figures, v) = run(&mut Narrator::new());
+        assert!(v.shown(), "{v:?}");
         assert_eq!(figures.tenant_only.max_over_avg, 4.38);
         assert_eq!(figures.split_hot_tenant.max_over_avg, 1.44);
         assert_eq!(figures.more_shards.shards, 16);

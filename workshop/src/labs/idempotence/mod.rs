@@ -59,11 +59,11 @@ impl Lab for Idempotence {
         runtime.block_on(cluster.close());
         let runs = runs?;
         let figures = Figures::new(&runs);
-        let verdict = figures::verdict(&figures);
+        let checks = figures::verdict(&figures);
         let n = &mut ctx.narrator;
         n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, EXPECTED.to_string(), verdict.shown, &figures)?;
-        n.verdict(&report, &verdict.findings);
+        let report = LabReport::new(Self::NAME, EXPECTED.to_string(), checks.shown(), &figures)?;
+        n.verdict(&report, &checks);
         Ok(report)
     }
 }

@@ -8,7 +8,7 @@ use super::plan::Plan;
 use super::resize::ResizeRun;
 use super::restart::RestartRun;
 use super::zombie::{ZombieRun, DEBIT, DEPOSIT, OPENING};
-use crate::report::{Align, Narrator, Phase, Summary, Table};
+use crate::report::{self, Align, Narrator, Phase, Summary, Table};
 
 /// Lines of per-record evidence shown before "... and N more".
 const SHOWN: usize = 6;
@@ -37,6 +37,7 @@ pub fn lost_acks_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
 }
 
 pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]) {
+    n.answer();
     partition_table(n, rows, &[SENT, ACKS_LOST, IN_LOG, DUPLICATES]);
     let mut table = Table::new(&[
         ("payment", Align::Left),
@@ -158,6 +159,7 @@ pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
 }
 
 pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow]) {
+    n.answer();
     let mut table = Table::new(&[
         ("order", Align::Left),
         ("first copy", Align::Left),
@@ -215,6 +217,7 @@ pub fn restart_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
 }
 
 pub fn restart_evidence(n: &mut Narrator, run: &RestartRun, rows: &[PartitionRow]) {
+    n.answer();
     let mut table = Table::new(&[
         ("instance", Align::Right),
         ("producer id", Align::Right),
@@ -274,6 +277,7 @@ pub fn zombie_opening(n: &mut Narrator, plan: &Plan) {
 }
 
 pub fn zombie_evidence(n: &mut Narrator, unfenced: &ZombieRun, fenced: &ZombieRun) {
+    n.answer();
     for run in [unfenced, fenced] {
         n.say(if run.fencing {
             "With a shared transactional id:"
@@ -395,5 +399,15 @@ fn capped(n: &mut Narrator, mut lines: Vec<String>, cap: usize) {
         lines.truncate(cap);
         lines.push(format!("... and {more} more"));
     }
-    n.evidence(&lines);
+    n.log(
+        lines
+            .into_iter()
+            .map(|text| report::LogLine {
+                at: None,
+                level: report::Level::Info,
+                source: None,
+                text,
+            })
+            .collect(),
+    );
 }

@@ -75,10 +75,10 @@ impl Lab for Partitions {
         rt.block_on(cluster.close());
         let figures = measured?;
 
-        let verdict = figures::verdict(&figures);
+        let checks = figures::verdict(&figures);
         n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, expected, verdict.shown, &figures)?;
-        n.verdict(&report, &verdict.findings);
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
+        n.verdict(&report, &checks);
         Ok(report)
     }
 }

@@ -10,12 +10,11 @@ use super::run::{Outcome, Seen};
 use super::store::LogLine;
 use super::traffic::FEATURED_ORDER;
 use crate::report::{
-    lag_table, max_and_average, percent, Align, LagRow, Narrator, Phase, Summary, Table,
+    self, max_and_average, percent, Align, LagRow, Narrator, Phase, Summary, Table,
 };
 
 /// Violations listed one by one; the rest are counted.
 const VIOLATIONS_SHOWN: usize = 8;
-const BAR_WIDTH: usize = 20;
 
 pub fn backlog_opening(n: &mut Narrator, plan: &Plan, topic: &str, orders: usize) {
     let about = format!(
@@ -45,10 +44,11 @@ pub fn backlog_opening(n: &mut Narrator, plan: &Plan, topic: &str, orders: usize
 }
 
 pub fn backlog_evidence(n: &mut Narrator, featured_written: &[Option<Position>], lag: &[LagRow]) {
+    n.answer();
     n.say(
         "The group's lag as kafka-consumer-groups.sh --describe shows it, just before the change:",
     );
-    n.table(&lag_table(lag, BAR_WIDTH));
+    n.lag(lag);
     let written: Vec<&Position> = featured_written
         .iter()
         .take(featured_written.len().saturating_sub(1))
@@ -104,6 +104,7 @@ pub fn increase_evidence(
     members: &[(String, Vec<i32>)],
     featured_log: &[LogLine],
 ) {
+    n.answer();
     let key = order_key(FEATURED_ORDER);
     if let Some(Some(cancel)) = featured_written.last() {
         let (before, after) = partitions_of(&key, plan.before, plan.after).unwrap_or((-1, -1));
@@ -121,11 +122,7 @@ pub fn increase_evidence(
 }
 
 fn log_lines(n: &mut Narrator, lines: &[LogLine]) {
-    let lines: Vec<String> = lines
-        .iter()
-        .map(|l| format!("round {:>3}  {l}", l.round))
-        .collect();
-    n.evidence(&lines);
+    n.log(lines.iter().map(LogLine::event).collect());
 }
 
 fn assignment(n: &mut Narrator, members: &[(String, Vec<i32>)]) {
@@ -156,6 +153,7 @@ pub fn count_opening(n: &mut Narrator, plan: &Plan) {
 }
 
 pub fn count_evidence(n: &mut Narrator, outcome: &Outcome, m: &Movement) {
+    n.answer();
     n.say(&format!(
         "{} of {} order keys moved ({}). {} event(s) of {} key(s) reached the store before an\n\
          earlier version of their order; the store refused {} event(s), and {} order(s) did not end\n\
@@ -191,36 +189,29 @@ fn violations(n: &mut Narrator, seen: &[Seen]) {
     if seen.is_empty() {
         return;
     }
-    let mut table = Table::new(&[
-        ("round", Align::Right),
-        ("key", Align::Left),
-        ("read", Align::Left),
-        ("before", Align::Left),
-        ("written at", Align::Left),
-        ("moved by", Align::Left),
-    ]);
-    for s in seen.iter().take(VIOLATIONS_SHOWN) {
-        let v = &s.violation;
-        table.row([
-            s.round.to_string(),
-            v.key.clone(),
-            format!("v{} at {}", v.arrived_version, v.arrived_at),
-            format!("v{}", v.expected_version),
-            v.expected_at
-                .as_ref()
-                .map_or("-".to_string(), ToString::to_string),
-            v.change.as_ref().map_or("-".to_string(), |c| {
-                format!(
-                    "{} -> {} partitions ({} -> {})",
-                    c.from.partitions, c.to.partitions, c.partition_before, c.partition_after
-                )
-            }),
-        ]);
-    }
-    n.table(&table);
-    if seen.len() > VIOLATIONS_SHOWN {
-        n.say(&format!("(first {VIOLATIONS_SHOWN} of {})", seen.len()));
-    }
+    let shown = seen
+        .iter()
+        .take(VIOLATIONS_SHOWN)
+        .map(|s| {
+            let v = &s.violation;
+            report::Violation {
+                at: format!("round {}", s.round),
+                key: v.key.clone(),
+                found: format!("v{} at {}", v.arrived_version, v.arrived_at),
+                expected: match &v.expected_at {
+                    Some(at) => format!("v{} at {at}", v.expected_version),
+                    None => format!("v{}", v.expected_version),
+                },
+                cause: v.change.as_ref().map_or("-".to_string(), |c| {
+                    format!(
+                        "{} -> {} partitions ({} -> {})",
+                        c.from.partitions, c.to.partitions, c.partition_before, c.partition_after
+                    )
+                }),
+            }
+        })
+        .collect();
+    n.violations(seen.len(), shown);
 }
 
 pub fn provisioned_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
@@ -242,8 +233,9 @@ pub fn provisioned_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
 }
 
 pub fn scenario_evidence(n: &mut Narrator, outcome: &Outcome, lag_title: &str) {
+    n.answer();
     n.say(lag_title);
-    n.table(&lag_table(&outcome.lag_at_change, BAR_WIDTH));
+    n.lag(&outcome.lag_at_change);
     n.say(&format!(
         "{} violation(s), {} event(s) refused by the store, {} order(s) left wrong, in {} rounds.",
         outcome.seen.len(),
@@ -271,6 +263,7 @@ pub fn migration_opening(n: &mut Narrator, plan: &Plan, from: &str, to: &str) {
 }
 
 pub fn migration_evidence(n: &mut Narrator, outcome: &Outcome) {
+    n.answer();
     if let Some(m) = &outcome.migration {
         n.say(&format!(
             "{} at the switch (routing version {} -> {}):",
@@ -278,7 +271,7 @@ pub fn migration_evidence(n: &mut Narrator, outcome: &Outcome) {
             m.routing_version - 1,
             m.routing_version
         ));
-        n.table(&lag_table(&m.old_topic_lag, BAR_WIDTH));
+        n.lag(&m.old_topic_lag);
         n.say(&format!(
             "Producers were blocked for {} round(s) while the group drained {}; {} event(s) were held\n\
              and sent to {} after the switch. That wait, as long as the backlog, is the price of\n\
@@ -310,6 +303,7 @@ pub fn shrink_opening(n: &mut Narrator, s: &Shrink) {
 }
 
 pub fn shrink_evidence(n: &mut Narrator, s: &Shrink) {
+    n.answer();
     let line = match (&s.error, s.code, &s.message) {
         (Some(error), Some(code), message) => format!(
             "{error} ({code}){}",
@@ -317,7 +311,16 @@ pub fn shrink_evidence(n: &mut Narrator, s: &Shrink) {
         ),
         _ => format!("accepted: {} now has {} partitions", s.topic, s.to),
     };
-    n.evidence(&[line]);
+    n.log(vec![report::LogLine {
+        at: None,
+        level: if s.refused {
+            report::Level::Error
+        } else {
+            report::Level::Info
+        },
+        source: None,
+        text: line,
+    }]);
     n.say(
         "Kafka never decreases a partition count: records, offsets and committed positions of the removed\n\
          partitions would have nowhere to go. A topic's count can only grow, so choose it with room to spare.",

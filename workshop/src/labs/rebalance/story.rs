@@ -7,7 +7,7 @@ use super::figures::Figures;
 use super::journal::{hms, Event};
 use super::plan::{Plan, Timing};
 use super::scenario::Outcome;
-use crate::report::{lag_table, thousands, Align, Narrator, Phase, Summary, Table};
+use crate::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
 
 fn secs(ms: u64) -> String {
     if ms < 1000 {
@@ -70,6 +70,7 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
             secs(t.stall.as_millis() as u64)
         ),
     });
+    n.answer();
     let mut table = Table::new(&[
         ("MEMBER", Align::Left),
         ("GENERATION", Align::Right),
@@ -125,6 +126,7 @@ pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
         about: &about,
         predict: "are the payments of that batch lost, or applied twice? How many?",
     });
+    n.answer();
     if !base.lag_during.is_empty() {
         n.say(&format!(
             "{} into the stall, `kafka-consumer-groups.sh --describe --group {}` (the admin client):\n\
@@ -133,10 +135,10 @@ pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
             f.group,
             f.stalled_member
         ));
-        n.table(&lag_table(&base.lag_during, 16));
+        n.lag(&base.lag_during);
     }
     n.say("Then, as the members logged it (time since the lab started):");
-    n.evidence(&incident_lines(base, f.stalled_member));
+    n.log(incident_lines(base, f.stalled_member));
     n.say(&format!(
         "{} processed {} payments it never committed. The ledger applied {} payments twice\n\
          ({} charged twice): processed {} = committed {} + duplicates {}.",
@@ -153,13 +155,13 @@ pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
 /// The seed's sequence from the run's journal: the stall, the poll timeout, the revocations of
 /// the first rebalance, where the new owners of the stalled member's partitions start, the
 /// failed commit, and the stalled member's return.
-fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
+fn incident_lines(o: &Outcome, stalled: &str) -> Vec<report::LogLine> {
     let entries = o.journal.entries();
     let Some(start) = entries
         .iter()
         .position(|e| matches!(e.event, Event::StallStarted { .. }))
     else {
-        return vec!["(no stall happened)".to_string()];
+        return vec![note(None, "no stall happened".to_string())];
     };
     let owned: BTreeSet<i32> = entries[..start]
         .iter()
@@ -179,17 +181,19 @@ fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
         let by_stalled = e.member.as_deref() == Some(stalled);
         let show = match &e.event {
             Event::StallStarted { duration_ms } => {
-                lines.push(format!(
-                    "{} ----- {stalled} stops for {} before committing (the lab's stall)",
-                    hms(e.at_ms),
-                    secs(*duration_ms)
+                lines.push(note(
+                    Some(e.at_ms),
+                    format!(
+                        "{stalled} stops for {} before committing (the lab's stall)",
+                        secs(*duration_ms)
+                    ),
                 ));
                 false
             }
             Event::StallEnded => {
-                lines.push(format!(
-                    "{} ----- {stalled} resumes and commits its batch",
-                    hms(e.at_ms)
+                lines.push(note(
+                    Some(e.at_ms),
+                    format!("{stalled} resumes and commits its batch"),
                 ));
                 false
             }
@@ -212,7 +216,7 @@ fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
         };
         if show {
             if let Some(line) = e.log_line(&o.topic) {
-                lines.push(line.render(&o.group));
+                lines.push(line.event());
             }
         }
         if by_stalled && matches!(e.event, Event::Lost { .. }) {
@@ -222,6 +226,16 @@ fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
     lines
 }
 
+/// The lab's own marker in the members' log.
+fn note(at_ms: Option<u64>, text: String) -> report::LogLine {
+    report::LogLine {
+        at: at_ms.map(hms),
+        level: Level::Note,
+        source: None,
+        text,
+    }
+}
+
 pub fn redeliveries(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Redelivery accounting, per generation",
@@ -229,6 +243,7 @@ pub fn redeliveries(n: &mut Narrator, f: &Figures) {
                 in which generation of the group, and who applied it again.",
         predict: "whose generation is the first application in, and whose the second?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("PARTITION", Align::Left),
         ("OFFSETS", Align::Right),
@@ -261,6 +276,7 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
                 long each waited for its next owner.",
         predict: "how many partitions stop on members that were never stuck?",
     });
+    n.answer();
     let b = &f.scenarios["baseline"];
     let c = &f.scenarios["cooperative"];
     let mut table = Table::new(&[
@@ -306,6 +322,7 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
         about: &about,
         predict: "how many rebalances does each restart cost the group?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("MEMBERSHIP", Align::Left),
         ("REBALANCES", Align::Right),
@@ -341,6 +358,7 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
         ),
         predict: "how many duplicates now?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("MAX.POLL.RECORDS", Align::Right),
         ("PROCESSED, NOT COMMITTED", Align::Right),
@@ -369,6 +387,7 @@ pub fn colocated(n: &mut Narrator, f: &Figures) {
                 applying the charge are one local transaction. The same deliveries as the first run.",
         predict: "how many charges are applied twice?",
     });
+    n.answer();
     n.say(&format!(
         "{} redeliveries found their row and were refused; duplicate effects: {}; charged twice: {}.",
         f.redeliveries_refused_colocated_dedup,
@@ -387,6 +406,7 @@ pub fn ttl(n: &mut Narrator, f: &Figures) {
         ),
         predict: "does the cache stop the replay?",
     });
+    n.answer();
     n.say(&format!(
         "The replay came {} after the first application, when the keys had expired: {} duplicates,\n\
          {} charged twice. A dedup TTL must outlast the longest replay (a topic's retention).",

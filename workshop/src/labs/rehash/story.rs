@@ -7,7 +7,7 @@ use super::measure::Measurement;
 use super::plan::Plan;
 use super::schemes::{node_name, NodeId};
 use super::worked::{mod_cycle, Cycle, JumpProbe, RingExample};
-use crate::report::{percent, thousands, Align, Narrator, Phase, Summary, Table};
+use crate::report::{self, percent, thousands, Align, Narrator, Phase, Summary, Table};
 
 /// Nodes shown in the per-node table; the rest are summarised by the spread columns.
 const NODES_SHOWN: usize = 12;
@@ -30,6 +30,7 @@ pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cyc
                 h % 3 == h % 4.",
         predict: "how many of the twelve keep their shard?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("hash", Align::Right),
         ("% 3", Align::Right),
@@ -83,6 +84,7 @@ pub fn ring_by_hand(n: &mut Narrator, ex: &RingExample) {
                 after it; past 99 the search wraps to 0. Now D joins at 40.",
         predict: "which hashes change owner, and to whom? Where do 35 and 90 go?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("hash", Align::Right),
         ("owner before D", Align::Left),
@@ -149,6 +151,7 @@ pub fn lineup_evidence(
     ideal: f64,
     law: &[SpreadLaw],
 ) {
+    n.answer();
     let mut table = Table::new(&[
         ("scheme", Align::Left),
         ("moved", Align::Right),
@@ -241,11 +244,12 @@ pub fn jump_limit(n: &mut Narrator, probe: &JumpProbe) {
         about: &about,
         predict: "can jump hash drop that bucket and leave everyone else's keys in place?",
     });
+    n.answer();
     let outcome = match &probe.error {
         Some(error) => format!("refused: {error}"),
         None => "accepted".to_string(),
     };
-    n.evidence(&[outcome]);
+    n.log(vec![note(outcome)]);
     if probe.refused {
         n.say(
             "Only the last bucket can go: removing another would renumber every bucket after it, and\n\
@@ -279,6 +283,7 @@ pub fn weighted_evidence(
     share: f64,
     ideal: f64,
 ) {
+    n.answer();
     let heavy_column = format!("{} share", node_name(heavy));
     let mut table = Table::new(&[
         ("scheme", Align::Left),
@@ -309,12 +314,22 @@ pub fn weighted_evidence(
 }
 
 fn say_refusals(n: &mut Narrator, refused: &[Refusal]) {
-    let lines: Vec<String> = refused
+    let lines: Vec<report::LogLine> = refused
         .iter()
-        .map(|r| format!("{}: refused: {}", r.scheme, r.reason))
+        .map(|r| note(format!("{}: refused: {}", r.scheme, r.reason)))
         .collect();
     if !lines.is_empty() {
-        n.evidence(&lines);
+        n.log(lines);
+    }
+}
+
+/// A scheme's own answer, set off as a log line.
+fn note(text: String) -> report::LogLine {
+    report::LogLine {
+        at: None,
+        level: report::Level::Info,
+        source: None,
+        text,
     }
 }
 

@@ -18,9 +18,8 @@ use serde::Serialize;
 
 use super::groups::GroupOffsets;
 use super::reader::PartitionReader;
-use super::verdict::Verdict;
 use crate::lab::LabError;
-use crate::report::{lag_table, thousands, Align, Narrator, Phase, Summary, Table};
+use crate::report::{thousands, Align, Checks, Narrator, Phase, Summary, Table};
 use crate::target::{broker_error, Cluster};
 use model::{Load, Run, StepRow, CAPACITY, PARTITIONS};
 
@@ -47,7 +46,7 @@ pub const EXPECTED: &str = "With 12 keys placed 4/4/4 on 3 partitions, a hot key
     load to another partition; the broker's lag shows exactly the seed's queues.";
 
 /// Runs the seed's sequence on the broker; narrates each run.
-pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdict), LabError> {
+pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks), LabError> {
     let runs = model::seed_000_runs();
     let mut measured: Vec<StepRow> = Vec::new();
     let mut predicted: Vec<StepRow> = Vec::new();
@@ -55,6 +54,7 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdic
         opening(n, i, run);
         let expected = model::predict(run);
         let rows = run_on_broker(cluster, n, i, run).await?;
+        n.answer();
         n.table(&steps_table(&rows));
         if rows != expected {
             n.say("The broker's figures differ from the seed's arithmetic (see the verdict).");
@@ -62,8 +62,9 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdic
         measured.extend(rows);
         predicted.extend(expected);
     }
-    let mut v = Verdict::new();
+    let mut v = Checks::new();
     v.check(
+        "the broker matches the seed",
         measured == predicted,
         format!(
             "{} steps measured on the broker (arrivals, completed, queued per partition) {} the seed's arithmetic",
@@ -79,6 +80,7 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdic
                 r.arrivals.iter().copied().max().unwrap_or(0) as f64 / arrived.max(1) as f64;
             let queued_one = r.queued.iter().filter(|&&q| q > 0).count() == 1;
             v.check(
+                "one partition queues",
                 queued_one && r.total_completed() < CAPACITY * PARTITIONS as u64,
                 format!(
                     "{}: arrivals {:?}, one partition queues {} while {} of a capacity of {} are done",
@@ -92,7 +94,7 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdic
             (crate::report::round(share, 4), r.total_completed())
         }
         None => {
-            v.check(false, "no hot step was measured");
+            v.check("one partition queues", false, "no hot step was measured");
             (0.0, 0)
         }
     };
@@ -164,7 +166,7 @@ async fn run_on_broker(
         // The queue at its longest is worth the tool's own view: LAG is the queue.
         if row.queued.iter().copied().max() == Some(12) {
             n.say("kafka-consumer-groups.sh --describe at this step: the LAG column is the queue.");
-            n.table(&lag_table(&lag, 12));
+            n.lag(&lag);
         }
         rows.push(row);
     }

@@ -7,7 +7,7 @@ use super::super::traffic::tenant_key;
 use super::flow::{RunOutcome, Sample, DETECTOR_COUNTERS};
 use super::{Figures, LagShare, MorePartitions, TopEntry};
 use crate::report::{
-    bar, lag_table, max_and_average, percent, thousands, Align, Narrator, Phase, Summary, Table,
+    bar, max_and_average, percent, thousands, Align, Narrator, Phase, Summary, Table,
 };
 use crate::target::Cluster;
 
@@ -37,13 +37,14 @@ pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
 }
 
 pub fn keyed_evidence(n: &mut Narrator, plan: &Timed, run: &RunOutcome) {
+    n.answer();
     n.say(&format!(
         "After {:.1} s of traffic ({:.1} s on this machine), kafka-consumer-groups.sh --describe --group {}:",
         plan.seconds(),
         run.elapsed.as_secs_f64(),
         run.group
     ));
-    n.table(&lag_table(&run.lag_rows, 20));
+    n.lag(&run.lag_rows);
     n.say("How it got there, second by second of traffic:");
     n.table(&timeline(&run.timeline));
     let (max, avg) = max_and_average(&run.lag_rows);
@@ -107,6 +108,7 @@ pub fn detection_evidence(
     hot_partition: i32,
     sketch: &SpaceSaving<u32>,
 ) {
+    n.answer();
     let mut table = Table::new(&[
         ("rank", Align::Right),
         ("tenant", Align::Left),
@@ -154,6 +156,7 @@ pub fn more_partitions(n: &mut Narrator, hot: u32, more: &[MorePartitions]) {
             tenant_key(hot)
         ),
     });
+    n.answer();
     let mut table = Table::new(&[
         ("partitions", Align::Right),
         ("partition of the tenant", Align::Right),
@@ -199,7 +202,8 @@ pub fn salted_evidence(
     after: &RunOutcome,
     read_partitions: usize,
 ) {
-    n.table(&lag_table(&after.lag_rows, 20));
+    n.answer();
+    n.lag(&after.lag_rows);
     let mut table = Table::new(&[
         ("partition", Align::Right),
         ("records, keyed by tenant", Align::Right),
