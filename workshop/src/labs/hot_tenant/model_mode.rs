@@ -42,8 +42,8 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
     n.phase(Phase {
         title: "Tenant-only routing (seed 001)",
         about: &format!(
-            "Orders are routed by shard = stable_hash(str(tenant_id)) % {}, where stable_hash is the first\n\
-             8 bytes of SHA-256. {} tenants place {} orders each; tenant {} places {}, as much as all the\n\
+            "Orders are routed by shard = stable_hash(str(tenant_id)) % {}, where stable_hash is the first \
+             8 bytes of SHA-256. {} tenants place {} orders each; tenant {} places {}, as much as all the \
              others together.",
             p.shards,
             p.tenants - 1,
@@ -60,7 +60,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
         Some(model::tenant_shard(p.hot_tenant, p.shards)),
     ));
     n.say(&format!(
-        "Shard {} holds tenant {}: {:.2}x the mean. Every shard has about a dozen tenants; what\n\
+        "Shard {} holds tenant {}: {:.2}x the mean. Every shard has about a dozen tenants; what \
          differs is what one of them sends.",
         tenant_only.busiest(),
         p.hot_tenant,
@@ -86,7 +86,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
         Some(model::tenant_shard(p.hot_tenant, doubled.shards)),
     ));
     n.say(&format!(
-        "Tenant {} still lands on one shard with all {} orders: {:.2}x the mean now, because the\n\
+        "Tenant {} still lands on one shard with all {} orders: {:.2}x the mean now, because the \
          mean fell. One key has one owner under any hash; more shards only spread the other keys.",
         p.hot_tenant,
         thousands(p.hot_orders),
@@ -96,7 +96,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
     n.phase(Phase {
         title: "Split only the super tenant into virtual buckets",
         about: &format!(
-            "Seed 001's fix: tenant {}'s orders go to bucket = stable_hash(str(order_id)) % {}, and\n\
+            "Seed 001's fix: tenant {}'s orders go to bucket = stable_hash(str(order_id)) % {}, and \
              shard = stable_hash(\"{}:<bucket>\") % {}. Every other tenant keeps its single shard.",
             p.hot_tenant, p.buckets, p.hot_tenant, p.shards
         ),
@@ -107,7 +107,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
     n.answer();
     n.table(&loads_table(&split, None));
     n.say(&format!(
-        "The busiest shard is {:.2}x the mean. The price: a query for tenant {} alone now asks {} buckets\n\
+        "The busiest shard is {:.2}x the mean. The price: a query for tenant {} alone now asks {} buckets \
          on {} shards and merges the answers, and its transactions span shards.",
         split.max_over_avg, p.hot_tenant, p.buckets, read_shards
     ));

@@ -94,7 +94,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     progress.finish();
     let (idempotent, broker_side) = (idempotent?, broker_side?);
     story::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
-    story::broker_side(n, broker_side.as_ref());
+    story::broker_side(n, plan, broker_side.as_ref());
 
     story::resize_opening(n, plan, &cluster.name("orders"));
     let progress = n.progress(records, "sending orders");

@@ -40,15 +40,15 @@ fn euros(cents: i64) -> String {
 pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
     let t = &plan.timing;
     let clock = if paused {
-        "The broker is embedded and shares tokio's paused clock with the members: every timeout\n\
+        "The broker is embedded and shares tokio's paused clock with the members: every timeout \
          elapses in virtual time, exactly, and the whole run takes a moment of real time."
     } else {
         "Against a cluster time is real, so the timeouts are the shortest a broker accepts."
     };
     let about = format!(
-        "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four\n\
-         members, each a real consumer of our client: poll up to {} records, apply each payment to\n\
-         the ledger ({} each), commit the batch's offsets, poll again (at-least-once).\n\
+        "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four \
+         members, each a real consumer of our client: poll up to {} records, apply each payment to \
+         the ledger ({} each), commit the batch's offsets, poll again (at-least-once). \
          session.timeout {}, heartbeat {}, max.poll.interval {}.\n{clock}",
         f.topic,
         f.partitions,
@@ -64,7 +64,7 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
         title: "The billing service",
         about: &about,
         predict: &format!(
-            "{} will stop for {} between processing a batch and committing it. What becomes of\n\
+            "{} will stop for {} between processing a batch and committing it. What becomes of \
              the payments of that batch?",
             f.stalled_member,
             secs(t.stall.as_millis() as u64)
@@ -114,7 +114,7 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
 pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     let t: &Timing = &plan.timing;
     let about = format!(
-        "After the batch in which it processes its {} payment, {} stops for {} before\n\
+        "After the batch in which it processes its {} payment, {} stops for {} before \
          committing: a GC pause, or a payment-gateway call that hangs. max.poll.interval is {}.",
         ordinal(f.stall_after_payments),
         f.stalled_member,
@@ -129,7 +129,7 @@ pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.answer();
     if !base.lag_during.is_empty() {
         n.say(&format!(
-            "{} into the stall, `kafka-consumer-groups.sh --describe --group {}` (the admin client):\n\
+            "{} into the stall, `kafka-consumer-groups.sh --describe --group {}` (the admin client): \
              {}'s partitions lag by what it processed and has not committed.",
             secs(t.lag_snapshot.as_millis() as u64),
             f.group,
@@ -140,7 +140,7 @@ pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.say("Then, as the members logged it (time since the lab started):");
     n.log(incident_lines(base, f.stalled_member));
     n.say(&format!(
-        "{} processed {} payments it never committed. The ledger applied {} payments twice\n\
+        "{} processed {} payments it never committed. The ledger applied {} payments twice \
          ({} charged twice): processed {} = committed {} + duplicates {}.",
         f.stalled_member,
         f.processed_uncommitted,
@@ -239,7 +239,7 @@ fn note(at_ms: Option<u64>, text: String) -> report::LogLine {
 pub fn redeliveries(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Redelivery accounting, per generation",
-        about: "Every payment the ledger applied twice, by partition and offset: who applied it first,\n\
+        about: "Every payment the ledger applied twice, by partition and offset: who applied it first, \
                 in which generation of the group, and who applied it again.",
         predict: "whose generation is the first application in, and whose the second?",
     });
@@ -262,7 +262,7 @@ pub fn redeliveries(n: &mut Narrator, f: &Figures) {
     }
     n.table(&table);
     n.say(
-        "The first application is in the generation the stalled member was removed from; the second\n\
+        "The first application is in the generation the stalled member was removed from; the second \
          in the generation that gave its partitions to others. Neither member did anything wrong.",
     );
 }
@@ -270,9 +270,9 @@ pub fn redeliveries(n: &mut Narrator, f: &Figures) {
 pub fn cooperative(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Eager vs cooperative-sticky",
-        about: "The same stall with assignor cooperative-sticky (KIP-429): members keep what they own\n\
-                through a rebalance and give up only the partitions that move. Counted below: partitions\n\
-                revoked from members that kept running, from the stall until the group settled, and how\n\
+        about: "The same stall with assignor cooperative-sticky (KIP-429): members keep what they own \
+                through a rebalance and give up only the partitions that move. Counted below: partitions \
+                revoked from members that kept running, from the stall until the group settled, and how \
                 long each waited for its next owner.",
         predict: "how many partitions stop on members that were never stuck?",
     });
@@ -299,10 +299,10 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
     }
     n.table(&table);
     n.say(&format!(
-        "Eager members give up everything at every rebalance, the one that removes {0} and the one\n\
-         that lets it back, and wait for the slowest member to finish its batch and rejoin.\n\
-         Cooperative members kept consuming what they kept; only the {1} partitions handed back to\n\
-         {0} stopped, each for a second rebalance that the others learn of at their next heartbeat.\n\
+        "Eager members give up everything at every rebalance, the one that removes {0} and the one \
+         that lets it back, and wait for the slowest member to finish its batch and rejoin. \
+         Cooperative members kept consuming what they kept; only the {1} partitions handed back to \
+         {0} stopped, each for a second rebalance that the others learn of at their next heartbeat. \
          Neither saves {0}'s uncommitted batch: {2} duplicates.",
         f.stalled_member, f.partitions_revoked_cooperative, f.duplicates_cooperative
     ));
@@ -310,8 +310,8 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
 
 pub fn static_membership(n: &mut Narrator, f: &Figures) {
     let about = format!(
-        "{} restarts (its process is replaced) and is back after {}, within session.timeout ({}).\n\
-         Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member\n\
+        "{} restarts (its process is replaced) and is back after {}, within session.timeout ({}). \
+         Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member \
          id), once with group.instance.id (KIP-345: no LeaveGroup, the instance takes its place back).",
         f.restarted_member,
         secs(f.restart_downtime_ms),
@@ -343,7 +343,7 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
     }
     n.table(&table);
     n.say(
-        "A static member that comes back within the session timeout gets its old assignment in\n\
+        "A static member that comes back within the session timeout gets its old assignment in \
          the same generation: nobody else notices. Past the session timeout it is removed like any.",
     );
 }
@@ -352,7 +352,7 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "A smaller max.poll.records",
         about: &format!(
-            "The same stall with max.poll.records {} instead of {}: the member commits after every\n\
+            "The same stall with max.poll.records {} instead of {}: the member commits after every \
              {} payments.",
             f.small_max_poll_records, f.max_poll_records, f.small_max_poll_records
         ),
@@ -374,7 +374,7 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
     }
     n.table(&table);
     n.say(
-        "What is lost to a stall is at most one batch: smaller batches shrink it, at the price of\n\
+        "What is lost to a stall is at most one batch: smaller batches shrink it, at the price of \
          a commit per few records. Fewer duplicates, never none.",
     );
 }
@@ -382,8 +382,8 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
 pub fn colocated(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in the same transaction, keyed by the partition key",
-        about: "The seed's `processed_commands (account_id, command_id)`: the ledger is sharded by\n\
-                account like the topic, the dedup row lives in the account's shard, and inserting it and\n\
+        about: "The seed's `processed_commands (account_id, command_id)`: the ledger is sharded by \
+                account like the topic, the dedup row lives in the account's shard, and inserting it and \
                 applying the charge are one local transaction. The same deliveries as the first run.",
         predict: "how many charges are applied twice?",
     });
@@ -400,7 +400,7 @@ pub fn ttl(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in a separate store with a TTL",
         about: &format!(
-            "`SET cmd:<payment> NX EX ttl` in a cache, then the charge in the ledger: two stores, two\n\
+            "`SET cmd:<payment> NX EX ttl` in a cache, then the charge in the ledger: two stores, two \
              steps. The TTL is {}, chosen \"so the cache does not grow\". The same deliveries again.",
             secs(f.dedup_ttl_ms)
         ),
@@ -408,7 +408,7 @@ pub fn ttl(n: &mut Narrator, f: &Figures) {
     });
     n.answer();
     n.say(&format!(
-        "The replay came {} after the first application, when the keys had expired: {} duplicates,\n\
+        "The replay came {} after the first application, when the keys had expired: {} duplicates, \
          {} charged twice. A dedup TTL must outlast the longest replay (a topic's retention).",
         f.shortest_replay_ms
             .map_or_else(|| "-".to_string(), secs),
@@ -421,7 +421,7 @@ pub fn summary(f: &Figures) -> Summary {
     Summary {
         happened: vec![
             format!(
-                "{} stopped for {}, longer than max.poll.interval ({}): its heartbeat task left the\n\
+                "{} stopped for {}, longer than max.poll.interval ({}): its heartbeat task left the \
                  group, the group rebalanced, and its late commit failed (the coordinator: {}).",
                 f.stalled_member,
                 secs(f.stall_ms),
@@ -429,7 +429,7 @@ pub fn summary(f: &Figures) -> Summary {
                 f.late_commit_broker_answer.as_deref().unwrap_or("-")
             ),
             format!(
-                "The new owners started from the committed offsets: {} payments ({}) applied twice,\n\
+                "The new owners started from the committed offsets: {} payments ({}) applied twice, \
                  exactly the {} that {} had processed and not committed.",
                 f.duplicates,
                 euros(f.double_charged_cents),
@@ -437,8 +437,8 @@ pub fn summary(f: &Figures) -> Summary {
                 f.stalled_member
             ),
             format!(
-                "cooperative-sticky: {} partitions revoked from running members instead of {};\n\
-                 static membership: {} rebalances for a restart instead of {}; max.poll.records {}:\n\
+                "cooperative-sticky: {} partitions revoked from running members instead of {}; \
+                 static membership: {} rebalances for a restart instead of {}; max.poll.records {}: \
                  {} duplicates instead of {}.",
                 f.partitions_revoked_cooperative,
                 f.partitions_revoked_eager,
@@ -456,29 +456,29 @@ pub fn summary(f: &Figures) -> Summary {
             ),
         ],
         why: vec![
-            "Kafka's consumer is at-least-once: offsets are committed after processing, and a member\n\
-             that loses its partitions between the two leaves that work to be done again. It is the\n\
+            "Kafka's consumer is at-least-once: offsets are committed after processing, and a member \
+             that loses its partitions between the two leaves that work to be done again. It is the \
              contract, not a bug (seed 003, section 10)."
                 .to_string(),
-            "A rebalance is how the group takes partitions from a member that stopped polling; the\n\
+            "A rebalance is how the group takes partitions from a member that stopped polling; the \
              committed offset is all the next owner knows."
                 .to_string(),
-            "A dedup record outside the effect's transaction can expire, be evicted or live on another\n\
-             node: only the same transaction in the same partition makes \"already applied\" and\n\
+            "A dedup record outside the effect's transaction can expire, be evicted or live on another \
+             node: only the same transaction in the same partition makes \"already applied\" and \
              \"applied\" one fact."
                 .to_string(),
         ],
         what_to_do: vec![
-            "Record the idempotency key, derived from the partition key (account_id, payment_id), in\n\
+            "Record the idempotency key, derived from the partition key (account_id, payment_id), in \
              the same transaction and shard as the effect."
                 .to_string(),
-            "Keep the time between polls well under max.poll.interval: smaller max.poll.records, or\n\
+            "Keep the time between polls well under max.poll.interval: smaller max.poll.records, or \
              hand slow calls off and pause the partition meanwhile."
                 .to_string(),
-            "Use cooperative-sticky so running members keep consuming, and group.instance.id so\n\
+            "Use cooperative-sticky so running members keep consuming, and group.instance.id so \
              rolling restarts do not rebalance at all."
                 .to_string(),
-            "Make a dedup TTL at least the source's retention; treat CommitFailedException as \"this\n\
+            "Make a dedup TTL at least the source's retention; treat CommitFailedException as \"this \
              batch will be processed again\"."
                 .to_string(),
         ],

@@ -219,14 +219,14 @@ fn opening(n: &mut Narrator, index: usize, run: &Run) {
     let (title, about, predict) = match run.steps.first() {
         Some(Load::Uniform) => (
             "A uniform batch".to_string(),
-            "Twelve keys, 0 to 11, on three partitions by partition = key % 3: P0 owns 0, 3, 6, 9; P1 owns\n\
-             1, 4, 7, 10; P2 owns 2, 5, 8, 11. Each partition's consumer completes at most 4 records per\n\
+            "Twelve keys, 0 to 11, on three partitions by partition = key % 3: P0 owns 0, 3, 6, 9; P1 owns \
+             1, 4, 7, 10; P2 owns 2, 5, 8, 11. Each partition's consumer completes at most 4 records per \
              step. A batch of 12 requests, one per key, is produced and acknowledged, then the consumers work.",
             "how many of the 12 are done after one step?",
         ),
         Some(Load::Hot(key)) if run.steps.len() > 1 => (
             format!("Hot key {key}: two batches, then three steps without arrivals"),
-            "A fresh topic and group, the same placement. Now key 0 gets 9 requests and keys 1, 2 and 3 one\n\
+            "A fresh topic and group, the same placement. Now key 0 gets 9 requests and keys 1, 2 and 3 one \
              each: still 12 requests, still four keys per partition.",
             "which partition gets most of the work, and how long is its queue after two batches?",
         ),

@@ -13,11 +13,11 @@ use crate::target::Cluster;
 
 pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
     let about = format!(
-        "Running against {}.\n\
-         A topic of {} partitions keyed by tenant id (Kafka's murmur2 partitioner). {} tenants send\n\
-         orders; one of them sends as much as all the others together (seed 001's super tenant). The\n\
-         producer sends {} records at {} a second. A consumer group with one member per partition\n\
-         processes each partition at a fixed {} records a second: together {} a second, {:.1}x the\n\
+        "Running against {}. \
+         A topic of {} partitions keyed by tenant id (Kafka's murmur2 partitioner). {} tenants send \
+         orders; one of them sends as much as all the others together (seed 001's super tenant). The \
+         producer sends {} records at {} a second. A consumer group with one member per partition \
+         processes each partition at a fixed {} records a second: together {} a second, {:.1}x the \
          traffic, so the group has capacity to spare.",
         cluster.describe(),
         plan.partitions,
@@ -49,7 +49,7 @@ pub fn keyed_evidence(n: &mut Narrator, plan: &Timed, run: &RunOutcome) {
     n.table(&timeline(&run.timeline));
     let (max, avg) = max_and_average(&run.lag_rows);
     n.say(&format!(
-        "One partition is {} records behind and growing; the others keep up. A dashboard of the group's\n\
+        "One partition is {} records behind and growing; the others keep up. A dashboard of the group's \
          average shows {}: {:.0}x less than the truth, and an alert on it would stay quiet.",
         thousands(max),
         thousands(avg.round() as u64),
@@ -91,10 +91,10 @@ pub fn detection_opening(n: &mut Narrator) {
     n.phase(Phase {
         title: "Who is it?",
         about: &format!(
-            "The consumers were not told which tenant is big. A detector reads the same records as a\n\
-             consumer of its own (it only counts keys, so it keeps up) and keeps a Space-Saving sketch\n\
-             of {DETECTOR_COUNTERS} counters: the top-k heavy hitters with bounded error, in fixed memory,\n\
-             however many tenants there are. Then the hot partition's backlog (committed offset to log\n\
+            "The consumers were not told which tenant is big. A detector reads the same records as a \
+             consumer of its own (it only counts keys, so it keeps up) and keeps a Space-Saving sketch \
+             of {DETECTOR_COUNTERS} counters: the top-k heavy hitters with bounded error, in fixed memory, \
+             however many tenants there are. Then the hot partition's backlog (committed offset to log \
              end) is read to see whose records the lag is made of."
         ),
         predict: "what share of the traffic does the top tenant have, and of the hot partition's lag?",
@@ -149,7 +149,7 @@ pub fn more_partitions(n: &mut Narrator, hot: u32, more: &[MorePartitions]) {
     n.phase(Phase {
         title: "More partitions?",
         about:
-            "The reflex: the consumers cannot keep up, so add partitions (and consumers). Kafka's\n\
+            "The reflex: the consumers cannot keep up, so add partitions (and consumers). Kafka's \
                 partitioner is computed here for the same traffic on more partitions.",
         predict: &format!(
             "where does {} go with twice, four and eight times the partitions?",
@@ -173,8 +173,8 @@ pub fn more_partitions(n: &mut Narrator, hot: u32, more: &[MorePartitions]) {
     }
     n.table(&table);
     n.say(
-        "One key has one partition, whatever the count: the super tenant's half of the traffic stays on\n\
-         one partition and one consumer, and the skew grows as the mean shrinks. Changing the count also\n\
+        "One key has one partition, whatever the count: the super tenant's half of the traffic stays on \
+         one partition and one consumer, and the skew grows as the mean shrinks. Changing the count also \
          moves other keys mid-stream and breaks their order (lab `partitions` shows that).",
     );
 }
@@ -183,8 +183,8 @@ pub fn salted_opening(n: &mut Narrator, plan: &Timed) {
     n.phase(Phase {
         title: "Salt the hot tenant",
         about: &format!(
-            "Seed 003's fix: write the hot tenant under one of {} sub-keys picked at random per record\n\
-             ({}#0 to {}#{}), leave every other tenant alone, and run the same traffic again on a fresh\n\
+            "Seed 003's fix: write the hot tenant under one of {} sub-keys picked at random per record \
+             ({}#0 to {}#{}), leave every other tenant alone, and run the same traffic again on a fresh \
              topic and group.",
             plan.salt,
             tenant_key(plan.hot_tenant),
@@ -222,8 +222,8 @@ pub fn salted_evidence(
     n.table(&table);
     let hot = plan.hot_tenant;
     n.say(&format!(
-        "The price. Order: {} of {}'s {} records were applied after a later one of its own (before\n\
-         salting: {}); its orders now race each other through {} partitions. Reads: \"all of {}\" is\n\
+        "The price. Order: {} of {}'s {} records were applied after a later one of its own (before \
+         salting: {}); its orders now race each other through {} partitions. Reads: \"all of {}\" is \
          {} reads (one per sub-key, on {} partitions) and a merge.",
         thousands(after.order.out_of_order(hot)),
         tenant_key(hot),
