@@ -163,8 +163,8 @@ fn tell(
     };
     n.say(&format!("Ran against {target}."));
     story::setup(n, plan, figures, base, *on == Target::Embedded);
-    story::stall(n, plan, figures, base);
-    story::redeliveries(n, figures);
+    story::stall(n, figures, base);
+    story::redeliveries(n, plan, figures, base);
     story::cooperative(n, figures);
     story::static_membership(n, figures);
     story::small_batch(n, figures);

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::figures::Figures;
 use super::journal::{hms, Event};
-use super::plan::{Plan, Timing};
+use super::plan::Plan;
 use super::scenario::Outcome;
 use crate::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
 
@@ -111,11 +111,10 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
     n.table(&table);
 }
 
-pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
-    let t: &Timing = &plan.timing;
+pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     let about = format!(
-        "After the batch in which it processes its {} payment, {} stops for {} before \
-         committing: a GC pause, or a payment-gateway call that hangs. max.poll.interval is {}.",
+        "After the batch in which it processes its {} payment, {} stops for {} before committing: a GC \
+         pause, or a payment-gateway call that hangs. max.poll.interval is {}.",
         ordinal(f.stall_after_payments),
         f.stalled_member,
         secs(f.stall_ms),
@@ -127,28 +126,24 @@ pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
         predict: "are the payments of that batch lost, or applied twice? How many?",
     });
     n.answer();
-    if !base.lag_during.is_empty() {
-        n.say(&format!(
-            "{} into the stall, `kafka-consumer-groups.sh --describe --group {}` (the admin client): \
-             {}'s partitions lag by what it processed and has not committed.",
-            secs(t.lag_snapshot.as_millis() as u64),
-            f.group,
-            f.stalled_member
-        ));
-        n.lag(&base.lag_during);
-    }
-    n.say("Then, as the members logged it (time since the lab started):");
+    n.say("As the members logged it (time since the lab started):");
     n.log(incident_lines(base, f.stalled_member));
+    let balanced = f.processed == f.committed + f.duplicates;
     n.say(&format!(
-        "{} processed {} payments it never committed. The ledger applied {} payments twice \
-         ({} charged twice): processed {} = committed {} + duplicates {}.",
+        "{} processed {} payments it never committed. The ledger applied {} payments twice ({} charged \
+         twice): processed {}, committed {}, duplicates {}{}.",
         f.stalled_member,
         f.processed_uncommitted,
         f.duplicates,
         euros(f.double_charged_cents),
         f.processed,
         f.committed,
-        f.duplicates
+        f.duplicates,
+        if balanced {
+            " (processed = committed + duplicates)"
+        } else {
+            " (processed is not committed + duplicates: see the checks)"
+        }
     ));
 }
 
@@ -236,14 +231,21 @@ fn note(at_ms: Option<u64>, text: String) -> report::LogLine {
     }
 }
 
-pub fn redeliveries(n: &mut Narrator, f: &Figures) {
+pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.phase(Phase {
         title: "Redelivery accounting, per generation",
-        about: "Every payment the ledger applied twice, by partition and offset: who applied it first, \
-                in which generation of the group, and who applied it again.",
+        about: &format!(
+            "Every payment the ledger applied twice, by partition and offset: who applied it first, in \
+             which generation of the group, and who applied it again. A new owner starts at the \
+             committed offset, as `kafka-consumer-groups.sh --describe --group {}` showed it {} into the \
+             stall.",
+            f.group,
+            secs(plan.timing.lag_snapshot.as_millis() as u64)
+        ),
         predict: "whose generation is the first application in, and whose the second?",
     });
     n.answer();
+    n.lag(&base.lag_during);
     let mut table = Table::new(&[
         ("PARTITION", Align::Left),
         ("OFFSETS", Align::Right),
@@ -261,10 +263,56 @@ pub fn redeliveries(n: &mut Narrator, f: &Figures) {
         ]);
     }
     n.table(&table);
-    n.say(
-        "The first application is in the generation the stalled member was removed from; the second \
-         in the generation that gave its partitions to others. Neither member did anything wrong.",
-    );
+    let stalled_first = f
+        .redeliveries
+        .iter()
+        .all(|r| r.first.member == f.stalled_member && r.second.generation > r.first.generation);
+    // Where the group's commits left each partition: the log start when nothing was committed.
+    let committed = |partition: i32| {
+        base.lag_during
+            .iter()
+            .find(|row| row.partition == partition)
+            .map(|row| row.current_offset.unwrap_or(0))
+    };
+    let from_committed = f
+        .redeliveries
+        .iter()
+        .all(|r| committed(r.partition) == Some(r.first_offset));
+    n.say(&if f.redeliveries.is_empty() {
+        "No payment was applied twice.".to_string()
+    } else if stalled_first {
+        let firsts: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.first.generation).collect();
+        let seconds: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.second.generation).collect();
+        let list = |g: &BTreeSet<i32>| {
+            g.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let starts: Vec<String> = f
+            .redeliveries
+            .iter()
+            .map(|r| format!("{}-{} at {}", f.topic, r.partition, r.first_offset))
+            .collect();
+        format!(
+            "Every first application is {}'s, in generation {}; every second one is the new owner's, \
+             in generation {}, {} ({}). Neither member did anything wrong.",
+            f.stalled_member,
+            list(&firsts),
+            list(&seconds),
+            if from_committed {
+                "starting at the committed offset"
+            } else {
+                "starting at"
+            },
+            starts.join(", ")
+        )
+    } else {
+        format!(
+            "Not every payment applied twice was first applied by {}: see the table.",
+            f.stalled_member
+        )
+    });
 }
 
 pub fn cooperative(n: &mut Narrator, f: &Figures) {
@@ -281,9 +329,9 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
     let c = &f.scenarios["cooperative"];
     let mut table = Table::new(&[
         ("ASSIGNOR", Align::Left),
-        ("REVOKED FROM RUNNING MEMBERS", Align::Right),
+        ("REVOKED FROM OTHERS", Align::Right),
         ("LONGEST PAUSE", Align::Right),
-        ("PARTITION-SECONDS PAUSED", Align::Right),
+        ("TOTAL PAUSE", Align::Right),
         ("REBALANCES", Align::Right),
         ("DUPLICATES", Align::Right),
     ]);
@@ -292,20 +340,38 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
             s.assignor.to_string(),
             s.revoked.partitions.to_string(),
             secs(s.revoked.longest_pause_ms),
-            format!("{:.1}", s.revoked.total_pause_ms as f64 / 1000.0),
+            secs(s.revoked.total_pause_ms),
             s.rebalances.to_string(),
             s.duplicates.to_string(),
         ]);
     }
     n.table(&table);
-    n.say(&format!(
-        "Eager members give up everything at every rebalance, the one that removes {0} and the one \
-         that lets it back, and wait for the slowest member to finish its batch and rejoin. \
-         Cooperative members kept consuming what they kept; only the {1} partitions handed back to \
-         {0} stopped, each for a second rebalance that the others learn of at their next heartbeat. \
-         Neither saves {0}'s uncommitted batch: {2} duplicates.",
-        f.stalled_member, f.partitions_revoked_cooperative, f.duplicates_cooperative
-    ));
+    let fewer = if c.revoked.partitions < b.revoked.partitions {
+        format!(
+            "Eager members gave up everything they owned at each of the {} rebalances and waited for the \
+             slowest member to rejoin: {} partitions stopped on members that were never stuck. \
+             Cooperative members kept consuming what they kept: only {} stopped, each for a second \
+             rebalance that the others learn of at their next heartbeat.",
+            b.rebalances, b.revoked.partitions, c.revoked.partitions
+        )
+    } else {
+        format!(
+            "Cooperative-sticky did not stop fewer partitions here: {} against {} eager.",
+            c.revoked.partitions, b.revoked.partitions
+        )
+    };
+    let kept = if b.duplicates > 0 && c.duplicates > 0 {
+        format!(
+            "Neither saves {}'s uncommitted batch: {} and {} duplicates.",
+            f.stalled_member, b.duplicates, c.duplicates
+        )
+    } else {
+        format!(
+            "Duplicates: {} eager, {} cooperative.",
+            b.duplicates, c.duplicates
+        )
+    };
+    n.say(&format!("{fewer} {kept}"));
 }
 
 pub fn static_membership(n: &mut Narrator, f: &Figures) {
@@ -342,10 +408,20 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
         ]);
     }
     n.table(&table);
-    n.say(
-        "A static member that comes back within the session timeout gets its old assignment in \
-         the same generation: nobody else notices. Past the session timeout it is removed like any.",
-    );
+    let st = &f.scenarios["static"];
+    n.say(&if st.rebalances == 0 {
+        format!(
+            "The static member came back within the session timeout and took its old assignment in the \
+             same generation: 0 rebalances, {} partitions revoked from the others. Past the session \
+             timeout it is removed like any.",
+            st.revoked.partitions
+        )
+    } else {
+        format!(
+            "The static restart still cost {} rebalance(s), {} partitions revoked from the others.",
+            st.rebalances, st.revoked.partitions
+        )
+    });
 }
 
 pub fn small_batch(n: &mut Narrator, f: &Figures) {
@@ -373,10 +449,15 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
         ]);
     }
     n.table(&table);
-    n.say(
-        "What is lost to a stall is at most one batch: smaller batches shrink it, at the price of \
-         a commit per few records. Fewer duplicates, never none.",
-    );
+    let (big, small) = (f.duplicates, f.duplicates_small_poll_batch);
+    n.say(&if small > 0 && small < big {
+        format!(
+            "What is lost to a stall is at most one batch: {small} instead of {big}. Smaller batches \
+             shrink it, at the price of a commit per few records. Fewer duplicates, never none."
+        )
+    } else {
+        format!("{small} duplicates with the smaller batches, {big} with the larger.")
+    });
 }
 
 pub fn colocated(n: &mut Narrator, f: &Figures) {
@@ -407,39 +488,64 @@ pub fn ttl(n: &mut Narrator, f: &Figures) {
         predict: "does the cache stop the replay?",
     });
     n.answer();
-    n.say(&format!(
-        "The replay came {} after the first application, when the keys had expired: {} duplicates, \
-         {} charged twice. A dedup TTL must outlast the longest replay (a topic's retention).",
-        f.shortest_replay_ms
-            .map_or_else(|| "-".to_string(), secs),
-        f.duplicates_ttl_dedup,
-        euros(f.double_charged_cents_ttl_dedup)
-    ));
+    let replay = f.shortest_replay_ms;
+    n.say(&match replay {
+        Some(ms) if ms > f.dedup_ttl_ms && f.duplicates_ttl_dedup > 0 => format!(
+            "The replay came {} after the first application, when the keys had expired: {} duplicates, \
+             {} charged twice. A dedup TTL must outlast the longest replay (a topic's retention).",
+            secs(ms),
+            f.duplicates_ttl_dedup,
+            euros(f.double_charged_cents_ttl_dedup)
+        ),
+        Some(ms) => format!(
+            "The replay came {} after the first application, with a TTL of {}: {} duplicates, {} \
+             charged twice.",
+            secs(ms),
+            secs(f.dedup_ttl_ms),
+            f.duplicates_ttl_dedup,
+            euros(f.double_charged_cents_ttl_dedup)
+        ),
+        None => "Nothing was replayed, so the cache had nothing to stop.".to_string(),
+    });
 }
 
 pub fn summary(f: &Figures) -> Summary {
+    let removed = match (&f.late_commit_broker_answer, f.failed_commits) {
+        (Some(answer), failed) if failed > 0 => format!(
+            "its heartbeat task left the group, the group rebalanced, and its late commit failed (the \
+             coordinator: {answer})"
+        ),
+        _ => "yet its late commit did not fail".to_string(),
+    };
+    let replayed = if f.duplicates == f.processed_uncommitted {
+        format!(
+            "exactly the {} that {} had processed and not committed",
+            f.processed_uncommitted, f.stalled_member
+        )
+    } else {
+        format!(
+            "while {} had processed {} it did not commit",
+            f.stalled_member, f.processed_uncommitted
+        )
+    };
     Summary {
         happened: vec![
             format!(
-                "{} stopped for {}, longer than max.poll.interval ({}): its heartbeat task left the \
-                 group, the group rebalanced, and its late commit failed (the coordinator: {}).",
+                "{} stopped for {}, longer than max.poll.interval ({}): {removed}.",
                 f.stalled_member,
                 secs(f.stall_ms),
                 secs(f.max_poll_interval_ms),
-                f.late_commit_broker_answer.as_deref().unwrap_or("-")
             ),
             format!(
                 "The new owners started from the committed offsets: {} payments ({}) applied twice, \
-                 exactly the {} that {} had processed and not committed.",
+                 {replayed}.",
                 f.duplicates,
                 euros(f.double_charged_cents),
-                f.processed_uncommitted,
-                f.stalled_member
             ),
             format!(
-                "cooperative-sticky: {} partitions revoked from running members instead of {}; \
-                 static membership: {} rebalances for a restart instead of {}; max.poll.records {}: \
-                 {} duplicates instead of {}.",
+                "cooperative-sticky: {} partitions revoked from running members instead of {}; static \
+                 membership: {} rebalances for a restart instead of {}; max.poll.records {}: {} \
+                 duplicates instead of {}.",
                 f.partitions_revoked_cooperative,
                 f.partitions_revoked_eager,
                 f.static_membership_rebalances,
