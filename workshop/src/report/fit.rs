@@ -35,6 +35,25 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
     out
 }
 
+/// Units that stay on the line of the number before them (`20 %`, `40 s`, `15.0 KiB`).
+const UNITS: [&str; 8] = ["%", "s", "ms", "ns", "B", "KiB", "MiB", "x"];
+
+/// The words of `body`, a unit glued to the number before it.
+fn words(body: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in body.split_whitespace() {
+        let unit = UNITS.contains(&word.trim_end_matches([',', '.', ';', ':', ')']));
+        match words.last_mut() {
+            Some(last) if unit && last.ends_with(|c: char| c.is_ascii_digit()) => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+    }
+    words
+}
+
 /// Greedy fill of `body`'s words; a word longer than a line is split. A body that fits is kept
 /// as it is, its spacing included (log lines align their fields with runs of spaces).
 fn fill(body: &str, start: &str, next: &str, width: usize, out: &mut Vec<String>) {
@@ -44,7 +63,8 @@ fn fill(body: &str, start: &str, next: &str, width: usize, out: &mut Vec<String>
     }
     let mut line = start.to_string();
     let mut empty = true;
-    for mut word in body.split_whitespace() {
+    for word in words(body) {
+        let mut word = word.as_str();
         loop {
             if !empty {
                 if columns(&line) + 1 + columns(word) <= width {
@@ -122,6 +142,14 @@ mod tests {
         assert_eq!(
             wrap("order.created    order_id=1", "  ", "  ", 40),
             ["  order.created    order_id=1"]
+        );
+    }
+
+    #[test]
+    fn a_unit_stays_with_its_number() {
+        assert_eq!(
+            wrap("it moved about 20 %, once", "", "  ", 17),
+            ["it moved about", "  20 %, once"]
         );
     }
 

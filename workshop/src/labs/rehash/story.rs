@@ -97,12 +97,21 @@ pub fn ring_by_hand(n: &mut Narrator, ex: &RingExample) {
     n.table(&table);
     n.say(&format!(
         "D owns {}: {} of the 100 positions changed owner, {}. A hash of 35 now belongs to {}; \
-         90 wraps past the end to {}. A new position takes one arc from one neighbour; nothing else moves.",
+         90 wraps past the end to {}.{}",
         ex.d_owns,
         ex.moved_positions,
-        if ex.moved_only_to_d { "all of them to D" } else { "not all of them to D" },
+        if ex.moved_only_to_d {
+            "all of them to D"
+        } else {
+            "not all of them to D"
+        },
         ex.owner_of_35,
-        ex.owner_of_90
+        ex.owner_of_90,
+        if ex.moved_only_to_d {
+            " A new position takes one arc from one neighbour; nothing else moves."
+        } else {
+            ""
+        }
     ));
 }
 
@@ -121,15 +130,14 @@ pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
         )
     };
     let about = format!(
-        "{} seeded keys, {} nodes, then {change}. Each scheme routes every key before and after: \
-         - mod N: hash % N. \
-         - ring: v tokens per node at the hashes of node-3#0, node-3#1, ...; the first token at or \
-         \x20 after the key's hash owns it. \
-         - rendezvous: every node scores the key, the highest score wins. \
-         - jump: Lamping and Veach's jump consistent hash over buckets 0 to n-1. \
-         - fixed slots: hash % 4096 picks a slot, a placement table picks its node (seed 004); \
-         \x20 Kafka: murmur2 % {} picks a partition, as Kafka's producer does, and brokers hold \
-         \x20 whole partitions. \
+        "{} seeded keys, {} nodes, then {change}. Each scheme routes every key before and after:\n\
+         - mod N: hash % N.\n\
+         - ring: v tokens per node at the hashes of node-3#0, node-3#1, ...; the first token at or after \
+         the key's hash owns it.\n\
+         - rendezvous: every node scores the key, the highest score wins.\n\
+         - jump: Lamping and Veach's jump consistent hash over buckets 0 to n-1.\n\
+         - fixed slots: hash % 4096 picks a slot, a placement table picks its node (seed 004); Kafka: \
+         murmur2 % {} picks a partition, as Kafka's producer does, and brokers hold whole partitions.\n\
          No scheme can move fewer than {} of the keys: the share the change takes from the old nodes.",
         thousands(plan.keys as u64),
         plan.from.len(),
@@ -175,9 +183,8 @@ pub fn lineup_evidence(
     n.table(&table);
     say_refusals(n, refused);
     n.say(&format!(
-        "moved: keys whose node changed (minimum {}). between survivors: moves between two nodes present \
-         before and after, never needed. max/avg and stddev/avg: keys per node after the change. \
-         lookup: wall time per key on this machine and build, reported, not judged.",
+        "moved: keys whose node changed (at least {}); between survivors: moves between nodes there \
+         before and after, never needed; max/avg, stddev/avg: keys per node; lookup: time per key here.",
         percent(ideal)
     ));
     node_loads(n, plan, measured);
@@ -221,8 +228,7 @@ fn ring_notes(n: &mut Narrator, law: &[SpreadLaw]) {
         ]);
     }
     n.say(&format!(
-        "The ring's spread (stddev/avg) falls as 1/sqrt(v). With a few nodes one ring's spread is itself \
-         a draw, so next to this run's ring is the mean over {} token placements:",
+        "A ring's spread falls as 1/sqrt(v), and one ring's is a draw: the mean over {} token placements:",
         law[0].placements
     ));
     n.table(&table);
@@ -245,11 +251,15 @@ pub fn jump_limit(n: &mut Narrator, probe: &JumpProbe) {
         predict: "can jump hash drop that bucket and leave everyone else's keys in place?",
     });
     n.answer();
-    let outcome = match &probe.error {
-        Some(error) => format!("refused: {error}"),
-        None => "accepted".to_string(),
-    };
-    n.log(vec![note(outcome)]);
+    n.log(vec![match &probe.error {
+        Some(error) => refusal(format!("refused: {error}")),
+        None => report::LogLine {
+            at: None,
+            level: report::Level::Info,
+            source: None,
+            text: "accepted".to_string(),
+        },
+    }]);
     if probe.refused {
         n.say(
             "Only the last bucket can go: removing another would renumber every bucket after it, and \
@@ -316,18 +326,18 @@ pub fn weighted_evidence(
 fn say_refusals(n: &mut Narrator, refused: &[Refusal]) {
     let lines: Vec<report::LogLine> = refused
         .iter()
-        .map(|r| note(format!("{}: refused: {}", r.scheme, r.reason)))
+        .map(|r| refusal(format!("{}: refused: {}", r.scheme, r.reason)))
         .collect();
     if !lines.is_empty() {
         n.log(lines);
     }
 }
 
-/// A scheme's own answer, set off as a log line.
-fn note(text: String) -> report::LogLine {
+/// A scheme's own answer to a change it cannot express, set off as a log line.
+fn refusal(text: String) -> report::LogLine {
     report::LogLine {
         at: None,
-        level: report::Level::Info,
+        level: report::Level::Error,
         source: None,
         text,
     }
@@ -356,7 +366,7 @@ pub fn summary(f: &Figures) -> Summary {
             .map(|r| r.name())
             .collect();
         happened.push(format!(
-            "The consistent schemes moved between {} and {}, against a minimum of {};\n{}.",
+            "The consistent schemes moved between {} and {}, against a minimum of {}; {}.",
             percent(lo),
             percent(hi),
             percent(f.ideal_moved_fraction),
@@ -406,10 +416,10 @@ pub fn summary(f: &Figures) -> Summary {
         .collect();
     let refused: Vec<&str> = w.refused.iter().map(|r| r.scheme).collect();
     happened.push(format!(
-        "With {} at twice the capacity (fair share {}):\n{}{}.",
+        "With {} at twice the capacity (fair share {}): {}{}.",
         w.node,
         percent(w.expected_share),
-        shares.join(",\n"),
+        shares.join(", "),
         if refused.is_empty() {
             String::new()
         } else {
