@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use workshop::report::{Event, Gate, Level, Recorder, Terminal, TerminalOptions};
+use workshop::report::{thousands, Event, Gate, Level, Recorder, Terminal, TerminalOptions};
 use workshop::{LabReport, Outcome};
 
 const WIDTH: usize = 100;
@@ -324,18 +324,6 @@ fn rebalance_in_front_of_a_room() {
 #[test]
 fn rebalance_in_front_of_a_room_seed_7() {
     lab("rebalance", "7", rebalance_agrees);
-}
-
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn hot_tenant_agrees(prose: &str, f: &Value) {
