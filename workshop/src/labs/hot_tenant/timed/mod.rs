@@ -111,6 +111,19 @@ pub struct Figures {
     pub seconds_after: f64,
 }
 
+impl Figures {
+    /// The largest lag of the partitions other than the hot one, keyed by tenant.
+    pub fn others_max_lag(&self) -> u64 {
+        self.lag_before
+            .iter()
+            .enumerate()
+            .filter(|(p, _)| *p != self.hot_partition as usize)
+            .map(|(_, &l)| l)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 pub fn expected(plan: &Timed) -> String {
     format!(
         "Keyed by tenant, the super tenant's partition falls ever further behind (by millions of \
@@ -276,14 +289,7 @@ fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Checks {
         .get(f.hot_partition as usize)
         .copied()
         .unwrap_or(0);
-    let others = f
-        .lag_before
-        .iter()
-        .enumerate()
-        .filter(|(p, _)| *p != f.hot_partition as usize)
-        .map(|(_, &l)| l)
-        .max()
-        .unwrap_or(0);
+    let others = f.others_max_lag();
     v.check(
         "one partition lags",
         hot_lag > 0 && hot_lag as f64 >= CONCENTRATED * total_lag as f64,

@@ -309,14 +309,7 @@ pub fn salted_evidence(
 }
 
 pub fn summary(f: &Figures) -> Summary {
-    let others = f
-        .lag_before
-        .iter()
-        .enumerate()
-        .filter(|(p, _)| *p != f.hot_partition as usize)
-        .map(|(_, &l)| l)
-        .max()
-        .unwrap_or(0);
+    let others = f.others_max_lag();
     Summary {
         happened: vec![
             format!(
