@@ -409,8 +409,9 @@ impl Subscriber for Terminal {
         }
         let new_screen = matches!(event, Event::Phase { .. } | Event::Summary { .. })
             || (matches!(event, Event::Check { .. }) && !self.checks_begun);
+        let cleared = new_screen && self.next_screen && self.options.tty;
         let mut text = String::new();
-        if new_screen && self.next_screen && self.options.tty {
+        if cleared {
             text.push_str("\x1b[2J\x1b[H");
             self.prompt = false;
         }
@@ -421,6 +422,10 @@ impl Subscriber for Terminal {
             }
         }
         text.push_str(&self.text(event));
+        // A cleared screen starts at its top line: no blank line above the title.
+        if cleared {
+            text = text.replacen("\x1b[H\n", "\x1b[H", 1);
+        }
         self.write(&text);
         self.next_screen = matches!(event, Event::Waiting { pause: Pause::Next });
         if matches!(event, Event::Waiting { .. }) && self.options.tty {
@@ -580,6 +585,6 @@ mod tests {
             },
         ];
         let text = Terminal::render(&events, options);
-        assert!(text.contains("\x1b[2J\x1b[H\n── 2. second"), "{text:?}");
+        assert!(text.contains("\x1b[2J\x1b[H── 2. second"), "{text:?}");
     }
 }
