@@ -35,7 +35,18 @@ pub struct BrokerConfig {
     /// Serve Prometheus metrics (partition offsets, consumer lag) over HTTP here; the bound
     /// address is [`crate::Broker::metrics_addr`].
     pub metrics: Option<SocketAddr>,
+    // Limits on what one request, one connection or one slow peer can hold.
+    /// The most one batch's records may decompress to: a produced batch past it gets
+    /// MESSAGE_TOO_LARGE, and no lookup decompresses more. Kafka has no such limit.
+    pub max_uncompressed_batch_bytes: usize,
+    /// Partitions one CreateTopics or CreatePartitions may add (Kafka's controller: 10,000).
+    pub max_partitions_per_request: usize,
+    /// Partitions the broker holds at most, however they are created.
+    pub max_partitions: usize,
 }
+
+/// Kafka's controller refuses a request that would add more partitions (`MAX_RECORDS_PER_USER_OP`).
+pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
 
 impl Default for BrokerConfig {
     fn default() -> Self {
@@ -51,6 +62,9 @@ impl Default for BrokerConfig {
             data_dir: None,
             group_initial_rebalance_delay: Duration::ZERO,
             metrics: None,
+            max_uncompressed_batch_bytes: 64 << 20,
+            max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+            max_partitions: 100_000,
         }
     }
 }

@@ -19,6 +19,7 @@
 //! ```
 
 mod accept;
+pub mod capacity;
 pub mod config;
 mod connection;
 pub mod faults;

@@ -45,6 +45,16 @@ struct Args {
     /// group.initial.rebalance.delay.ms; Kafka's own default is 3000).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     group_initial_rebalance_delay_ms: u64,
+    // Limits on what one request or one slow peer can hold (README: "Limits").
+    /// The most one batch's records may decompress to; a produce past it gets MESSAGE_TOO_LARGE.
+    #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().max_uncompressed_batch_bytes)]
+    max_uncompressed_batch_bytes: usize,
+    /// Partitions one CreateTopics or CreatePartitions may add (Kafka's controller: 10,000).
+    #[arg(long, value_name = "N", default_value_t = broker::config::DEFAULT_MAX_PARTITIONS_PER_REQUEST)]
+    max_partitions_per_request: usize,
+    /// Partitions the broker holds at most, however they are created.
+    #[arg(long, value_name = "N", default_value_t = BrokerConfig::default().max_partitions)]
+    max_partitions: usize,
 }
 
 fn main() -> ExitCode {
@@ -78,6 +88,9 @@ async fn run(args: Args) -> ExitCode {
         group_initial_rebalance_delay: std::time::Duration::from_millis(
             args.group_initial_rebalance_delay_ms,
         ),
+        max_uncompressed_batch_bytes: args.max_uncompressed_batch_bytes,
+        max_partitions_per_request: args.max_partitions_per_request,
+        max_partitions: args.max_partitions,
         ..BrokerConfig::default()
     };
     let broker = match Broker::start(config).await {

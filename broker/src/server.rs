@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 use tracing::info;
 
 use crate::accept::accept_loop;
+use crate::capacity::PartitionBudget;
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::faults::Faults;
@@ -50,14 +51,21 @@ impl Broker {
             initial_rebalance_delay: config.group_initial_rebalance_delay,
             ..Timing::default()
         };
+        let topics = match &config.data_dir {
+            Some(dir) => Topics::open(dir)?,
+            None => Topics::default(),
+        };
+        let held = topics
+            .all()
+            .iter()
+            .map(|t| usize::try_from(t.partition_count()).unwrap_or(0))
+            .sum();
         let state = Arc::new(BrokerState {
             advertised_host: addr.ip().to_string(),
             advertised_port: addr.port() as i32,
             cluster_id: format!("workshop-{}", uuid::Uuid::new_v4().simple()),
-            topics: match &config.data_dir {
-                Some(dir) => Topics::open(dir)?,
-                None => Topics::default(),
-            },
+            topics,
+            partitions: PartitionBudget::new(config.max_partitions, held),
             producer_ids: ProducerIds::default(),
             faults,
             groups: {

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::capacity::PartitionBudget;
 use crate::config::BrokerConfig;
 use crate::faults::Faults;
 use crate::group::GroupCoordinator;
@@ -17,6 +18,8 @@ pub struct BrokerState {
     /// Kafka's cluster ids are 22-character base64 UUIDs; any stable string works for clients.
     pub cluster_id: String,
     pub topics: Topics,
+    /// Partitions held against `--max-partitions`; topics are created through it.
+    pub partitions: PartitionBudget,
     pub producer_ids: ProducerIds,
     pub faults: Arc<Faults>,
     pub groups: GroupCoordinator,
