@@ -26,6 +26,7 @@ pub struct PartitionBudget {
 
 /// Partitions reserved for a creation under way; given back when dropped unless kept.
 #[must_use]
+#[derive(Debug)]
 pub struct Reservation<'a> {
     budget: &'a PartitionBudget,
     count: usize,

@@ -43,6 +43,13 @@ pub struct BrokerConfig {
     pub max_partitions_per_request: usize,
     /// Partitions the broker holds at most, however they are created.
     pub max_partitions: usize,
+    /// Longest a Fetch waits for data, whatever its `max_wait_ms` (Kafka's clients keep it
+    /// below their 30 s request timeout).
+    pub max_fetch_wait: Duration,
+    /// Longest one response may take to be written; a peer that reads slower is disconnected.
+    pub write_timeout: Duration,
+    /// Bytes of fetch answers built but not yet written, across all connections.
+    pub fetch_memory_bytes: usize,
 }
 
 /// Kafka's controller refuses a request that would add more partitions (`MAX_RECORDS_PER_USER_OP`).
@@ -65,6 +72,9 @@ impl Default for BrokerConfig {
             max_uncompressed_batch_bytes: 64 << 20,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
             max_partitions: 100_000,
+            max_fetch_wait: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            fetch_memory_bytes: 256 << 20,
         }
     }
 }

@@ -3,6 +3,11 @@
 //! Requests on one connection are answered strictly in the order they arrived, as Kafka does and
 //! clients (which pipeline) rely on; a parked fetch therefore delays later requests on its own
 //! connection only.
+//!
+//! While a request is handled the socket is still read (up to [`READ_AHEAD`] of pipelined
+//! requests), so a peer that hangs up ends its parked request and frees its connection slot at
+//! once, and so does a shutdown. Writing one answer may take at most `write_timeout`: a peer
+//! that reads slower is disconnected, which also gives back what its answer held.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,6 +15,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use protocol::frame::{read_frame, FrameReadError};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -20,6 +27,10 @@ use crate::state::BrokerState;
 /// Kafka's `connections.max.idle.ms`: a connection that completes no request for this long is
 /// closed, so abandoned and trickling sockets do not pile up.
 const MAX_IDLE: Duration = Duration::from_secs(600);
+
+/// Bytes of later requests read while one is handled. Past this the socket is left unread until
+/// the request is answered; a peer that pipelines this much and then hangs up is noticed only then.
+const READ_AHEAD: usize = 64 * 1024;
 
 pub async fn serve(
     stream: TcpStream,
@@ -55,16 +66,38 @@ pub async fn serve(
         };
         let api = protocol::versions::HeaderPrefix::peek(&frame)
             .and_then(|h| kafka_protocol::messages::ApiKey::try_from(h.api_key).ok());
-        match handler::handle(&state, peer, frame).await {
-            Reply::Frame(out) => {
+        let reply = tokio::select! {
+            // Handled first: a request sent just before a hang-up (a produce with acks=0) counts.
+            biased;
+            reply = handler::handle(&state, peer, frame) => reply,
+            () = hang_up(&mut reader, &mut buffer) => {
+                debug!(%peer, "peer closed the connection during a request");
+                return;
+            }
+            _ = shutdown.cancelled() => return,
+        };
+        match reply {
+            Reply::Frame(out, _held_until_written) => {
                 if let Some(delay) = api.and_then(|api| state.faults.delay(api)) {
                     tokio::time::sleep(delay).await;
                 }
                 // One writev for the frame and the stored batches it carries, as the socket
                 // takes them.
-                if let Err(e) = out.write_to(&mut writer).await {
-                    debug!(%peer, "write failed: {e}");
-                    return;
+                let timeout = state.config.write_timeout;
+                let written = tokio::select! {
+                    written = tokio::time::timeout(timeout, out.write_to(&mut writer)) => written,
+                    _ = shutdown.cancelled() => return,
+                };
+                match written {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        debug!(%peer, "write failed: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        info!(%peer, "closing connection: an answer not taken within {timeout:?}");
+                        return;
+                    }
                 }
                 answered += 1;
                 if state.faults.close_after().is_some_and(|n| answered >= n) {
@@ -79,4 +112,16 @@ pub async fn serve(
             }
         }
     }
+}
+
+/// Completes when the peer hangs up (or the socket fails), reading what it pipelines meanwhile
+/// into `buffer`, up to [`READ_AHEAD`]; past that it waits for ever.
+async fn hang_up(reader: &mut OwnedReadHalf, buffer: &mut BytesMut) {
+    while buffer.len() < READ_AHEAD {
+        match reader.read_buf(buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+    std::future::pending().await
 }

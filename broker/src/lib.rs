@@ -23,6 +23,7 @@ pub mod capacity;
 pub mod config;
 mod connection;
 pub mod faults;
+pub mod fetch_memory;
 pub mod group;
 mod handler;
 pub mod lag;

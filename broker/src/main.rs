@@ -55,6 +55,15 @@ struct Args {
     /// Partitions the broker holds at most, however they are created.
     #[arg(long, value_name = "N", default_value_t = BrokerConfig::default().max_partitions)]
     max_partitions: usize,
+    /// Longest a Fetch waits for data, whatever its max_wait_ms asks.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    max_fetch_wait_ms: u64,
+    /// Longest one response may take to be written; slower readers are disconnected.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    write_timeout_ms: u64,
+    /// Bytes of fetch answers built but not yet written, across all connections.
+    #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().fetch_memory_bytes)]
+    fetch_memory_bytes: usize,
 }
 
 fn main() -> ExitCode {
@@ -91,6 +100,9 @@ async fn run(args: Args) -> ExitCode {
         max_uncompressed_batch_bytes: args.max_uncompressed_batch_bytes,
         max_partitions_per_request: args.max_partitions_per_request,
         max_partitions: args.max_partitions,
+        max_fetch_wait: std::time::Duration::from_millis(args.max_fetch_wait_ms),
+        write_timeout: std::time::Duration::from_millis(args.write_timeout_ms),
+        fetch_memory_bytes: args.fetch_memory_bytes,
         ..BrokerConfig::default()
     };
     let broker = match Broker::start(config).await {

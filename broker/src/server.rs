@@ -14,6 +14,7 @@ use crate::capacity::PartitionBudget;
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::faults::Faults;
+use crate::fetch_memory::FetchMemory;
 use crate::group::offsets_log::OffsetsLog;
 use crate::group::state::Timing;
 use crate::group::GroupCoordinator;
@@ -68,6 +69,8 @@ impl Broker {
             partitions: PartitionBudget::new(config.max_partitions, held),
             producer_ids: ProducerIds::default(),
             faults,
+            // Never below one batch: a batch larger than the budget could never be served.
+            fetch_memory: FetchMemory::new(config.fetch_memory_bytes.max(config.max_message_bytes)),
             groups: {
                 let groups = GroupCoordinator::new(group_timing, shutdown.child_token());
                 match &config.data_dir {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::capacity::PartitionBudget;
 use crate::config::BrokerConfig;
 use crate::faults::Faults;
+use crate::fetch_memory::FetchMemory;
 use crate::group::GroupCoordinator;
 use crate::producer::ProducerIds;
 use crate::topics::Topics;
@@ -22,6 +23,8 @@ pub struct BrokerState {
     pub partitions: PartitionBudget,
     pub producer_ids: ProducerIds,
     pub faults: Arc<Faults>,
+    /// Fetch answers built and not yet written, against `fetch_memory_bytes`.
+    pub fetch_memory: Arc<FetchMemory>,
     pub groups: GroupCoordinator,
 }
 
