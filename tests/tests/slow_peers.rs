@@ -185,3 +185,48 @@ async fn unsent_fetch_answers_hold_at_most_the_fetch_memory_budget() {
         "{waited:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn metrics_scrapers_that_never_read_block_nobody() {
+    let broker = start_broker(BrokerConfig {
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    })
+    .await;
+    let metrics = broker.metrics_addr().unwrap();
+    // Some 9 MB of metrics: long topic names, 10,000 partitions.
+    let mut client = RawClient::connect(broker.addr()).await;
+    for prefix in ["a", "b"] {
+        let name = format!("{prefix}{}", "x".repeat(248));
+        assert_eq!(create_topic(&mut client, &name, 5000).await, 0);
+    }
+    let mut scrapers = Vec::new();
+    for _ in 0..16 {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(metrics).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stream, b"GET /metrics HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        scrapers.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = Instant::now();
+    let scrape = tokio::time::timeout(Duration::from_secs(3600), http_get(metrics, "GET /metrics"));
+    let response = scrape.await.expect("a scrape is served");
+    assert!(response.starts_with("HTTP/1.1 200 OK"));
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    // The slow ones are disconnected after the write timeout, their answers unfinished.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(
+        Duration::from_secs(60),
+        scrapers[0].read_to_end(&mut received),
+    );
+    assert!(read.await.is_ok(), "the slow scraper is still connected");
+    assert!(received.len() < response.len(), "{} bytes", received.len());
+}
