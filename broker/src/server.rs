@@ -136,6 +136,21 @@ impl Broker {
     pub fn state(&self) -> &BrokerState {
         &self.state
     }
+
+    /// One request frame (without its size prefix) through the handlers as a connection passes
+    /// it, and the answer's bytes; `None` where the connection would send nothing or close. For
+    /// the fuzz targets, which drive the handlers without sockets.
+    #[doc(hidden)]
+    pub async fn handle_frame(&self, frame: bytes::Bytes) -> Option<Vec<u8>> {
+        match crate::handler::handle(&self.state, self.addr, frame).await {
+            crate::handler::Reply::Frame(out, _) => {
+                let mut wire = Vec::new();
+                out.write_to(&mut wire).await.ok()?;
+                Some(wire)
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Drop for Broker {
