@@ -222,34 +222,16 @@ mod tests {
     use super::*;
     use crate::batch::validate_single_batch;
     use bytes::{Bytes, BytesMut};
+    use crate::batch::tests::test_record;
     use kafka_protocol::records::{
-        Compression as Codec, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        Compression as Codec, Record, RecordBatchEncoder, RecordEncodeOptions,
     };
-
-    fn record(i: usize, timestamp: i64) -> Record {
-        Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            delete_horizon: false,
-            offset: i as i64,
-            // The crate starts a new batch whenever offset - sequence changes.
-            sequence: i as i32 - 1,
-            timestamp,
-            key: Some(Bytes::from(format!("key-{i}"))),
-            value: Some(Bytes::from(vec![b'v'; i * 10])),
-            headers: Default::default(),
-        }
-    }
 
     fn encoded(timestamps: &[i64], compression: Codec) -> BytesMut {
         let records: Vec<Record> = timestamps
             .iter()
             .enumerate()
-            .map(|(i, &t)| record(i, t))
+            .map(|(i, &t)| test_record(i, t, Bytes::from(vec![b'v'; i * 10])))
             .collect();
         let mut buf = BytesMut::new();
         let options = RecordEncodeOptions {

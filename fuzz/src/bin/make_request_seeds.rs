@@ -10,9 +10,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 fn frame<R: Request>(request: &R, version: i16) -> Vec<u8> {
     let header = RequestHeader::default()
@@ -31,30 +29,8 @@ fn name(s: &'static str) -> TopicName {
 }
 
 fn records(compression: Compression) -> Bytes {
-    let records: Vec<Record> = (0..3)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            delete_horizon: false,
-            offset: i,
-            sequence: i as i32 - 1,
-            timestamp: 1000 + i,
-            key: Some(Bytes::from_static(b"k")),
-            value: Some(Bytes::from_static(b"value")),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut out = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression,
-    };
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out.freeze()
+    let records = [(Some("k"), "v0", 1000), (Some("k"), "v1", 1001), (None, "v2", 1002)];
+    tests::batch(&records, compression)
 }
 
 fn main() {
