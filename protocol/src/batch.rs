@@ -223,7 +223,13 @@ pub(crate) mod tests {
 
     fn records(n: usize) -> Vec<Record> {
         (0..n)
-            .map(|i| test_record(i, 1_700_000_000_000 + i as i64, Bytes::from(format!("v{i}"))))
+            .map(|i| {
+                test_record(
+                    i,
+                    1_700_000_000_000 + i as i64,
+                    Bytes::from(format!("v{i}")),
+                )
+            })
             .collect()
     }
 
