@@ -13,6 +13,7 @@ use std::pin::Pin;
 
 use kafka_protocol::messages::ApiKey;
 use tokio::net::tcp::OwnedWriteHalf;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::handler::Reply;
@@ -38,13 +39,22 @@ enum Answer {
 /// The connection must close (the reason is logged where it is found).
 pub struct Closing;
 
-#[derive(Default)]
 pub struct Answers {
     queue: VecDeque<Answer>,
     answered: u64,
+    /// The broker's shutdown, which cuts a write short.
+    shutdown: CancellationToken,
 }
 
 impl Answers {
+    pub fn new(shutdown: CancellationToken) -> Self {
+        Answers {
+            queue: VecDeque::new(),
+            answered: 0,
+            shutdown,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.queue.len()
     }
@@ -110,15 +120,29 @@ impl Answers {
         peer: SocketAddr,
     ) -> Result<(), Closing> {
         match reply {
-            Reply::Frame(out) => {
+            // The permit (a fetch answer's share of the fetch memory budget) is given back
+            // once the frame is written, or the connection closed.
+            Reply::Frame(out, _permit) => {
                 if let Some(delay) = api.and_then(|api| state.faults.delay(api)) {
                     tokio::time::sleep(delay).await;
                 }
                 // One writev for the frame and the stored batches it carries, as the socket
                 // takes them.
-                if let Err(e) = out.write_to(writer).await {
-                    debug!(%peer, "write failed: {e}");
-                    return Err(Closing);
+                let timeout = state.config.write_timeout;
+                let written = tokio::select! {
+                    written = tokio::time::timeout(timeout, out.write_to(writer)) => written,
+                    _ = self.shutdown.cancelled() => return Err(Closing),
+                };
+                match written {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        debug!(%peer, "write failed: {e}");
+                        return Err(Closing);
+                    }
+                    Err(_) => {
+                        info!(%peer, "closing connection: an answer not taken within {timeout:?}");
+                        return Err(Closing);
+                    }
                 }
                 self.answered += 1;
                 if state

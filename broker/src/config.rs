@@ -45,7 +45,25 @@ pub struct BrokerConfig {
     /// Metadata and FindCoordinator answers; `None` advertises the address bound (see
     /// [`BrokerConfig::advertised`]).
     pub advertised_listener: Option<(String, u16)>,
+    // Limits on what one request, one connection or one slow peer can hold.
+    /// The most one batch's records may decompress to: a produced batch past it gets
+    /// MESSAGE_TOO_LARGE, and no lookup decompresses more. Kafka has no such limit.
+    pub max_uncompressed_batch_bytes: usize,
+    /// Partitions one CreateTopics or CreatePartitions may add (Kafka's controller: 10,000).
+    pub max_partitions_per_request: usize,
+    /// Partitions the broker holds at most, however they are created.
+    pub max_partitions: usize,
+    /// Longest a Fetch waits for data, whatever its `max_wait_ms` (Kafka's clients keep it
+    /// below their 30 s request timeout).
+    pub max_fetch_wait: Duration,
+    /// Longest one response may take to be written; a peer that reads slower is disconnected.
+    pub write_timeout: Duration,
+    /// Bytes of fetch answers built but not yet written, across all connections.
+    pub fetch_memory_bytes: usize,
 }
+
+/// Kafka's controller refuses a request that would add more partitions (`MAX_RECORDS_PER_USER_OP`).
+pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
 
 impl Default for BrokerConfig {
     fn default() -> Self {
@@ -64,6 +82,12 @@ impl Default for BrokerConfig {
             max_open_files: None,
             log_segment_bytes: crate::topics::DEFAULT_SEGMENT_BYTES,
             advertised_listener: None,
+            max_uncompressed_batch_bytes: 64 << 20,
+            max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+            max_partitions: 100_000,
+            max_fetch_wait: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            fetch_memory_bytes: 256 << 20,
         }
     }
 }

@@ -4,6 +4,11 @@
 //! clients (which pipeline) rely on; a parked fetch therefore delays later requests on its own
 //! connection only. Produces waiting for the disk do not stop the reading of the next produces
 //! ([`Answers`]), so that they share a sync.
+//!
+//! While a request is handled the socket is still read (up to [`READ_AHEAD`] of pipelined
+//! requests), so a peer that hangs up ends its parked request and frees its connection slot at
+//! once, and so does a shutdown. Writing one answer may take at most `write_timeout`: a peer
+//! that reads slower is disconnected, which also gives back what its answer held.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +16,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use protocol::frame::{read_frame, FrameReadError};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -23,6 +30,10 @@ use crate::state::BrokerState;
 /// closed, so abandoned and trickling sockets do not pile up.
 const MAX_IDLE: Duration = Duration::from_secs(600);
 
+/// Bytes of later requests read while one is handled. Past this the socket is left unread until
+/// the request is answered; a peer that pipelines this much and then hangs up is noticed only then.
+const READ_AHEAD: usize = 64 * 1024;
+
 pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
@@ -33,7 +44,7 @@ pub async fn serve(
     let (mut reader, mut writer) = stream.into_split();
     let mut buffer = BytesMut::with_capacity(4096);
     let cap = state.config.max_request_bytes;
-    let mut answers = Answers::default();
+    let mut answers = Answers::new(shutdown.clone());
     loop {
         let frame = tokio::select! {
             // Requests already received first: a produce read before the waiting answers'
@@ -73,7 +84,16 @@ pub async fn serve(
         {
             return;
         }
-        let reply = handler::handle(&state, peer, frame).await;
+        let reply = tokio::select! {
+            // Handled first: a request sent just before a hang-up (a produce with acks=0) counts.
+            biased;
+            reply = handler::handle(&state, peer, frame) => reply,
+            () = hang_up(&mut reader, &mut buffer) => {
+                debug!(%peer, "peer closed the connection during a request");
+                return;
+            }
+            _ = shutdown.cancelled() => return,
+        };
         let closing = matches!(reply, Reply::Close(_));
         answers.push(reply, api);
         if closing {
@@ -89,4 +109,16 @@ pub async fn serve(
             return;
         }
     }
+}
+
+/// Completes when the peer hangs up (or the socket fails), reading what it pipelines meanwhile
+/// into `buffer`, up to [`READ_AHEAD`]; past that it waits for ever.
+async fn hang_up(reader: &mut OwnedReadHalf, buffer: &mut BytesMut) {
+    while buffer.len() < READ_AHEAD {
+        match reader.read_buf(buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+    std::future::pending().await
 }

@@ -20,12 +20,14 @@
 
 mod accept;
 mod answers;
+pub mod capacity;
 pub mod config;
 mod connection;
 mod disk_log;
 mod durable;
 pub mod faults;
 mod file_pool;
+pub mod fetch_memory;
 pub mod group;
 mod group_commit;
 mod handler;

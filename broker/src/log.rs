@@ -87,8 +87,9 @@ struct LogState {
     sequences: SequenceWindows,
     /// Retries of idempotent batches answered without appending.
     duplicates_absorbed: u64,
-    /// Where appends are written when the broker has a data directory.
-    disk: Option<DiskLog>,
+    /// Where appends are written when the broker has a data directory (boxed: an in-memory
+    /// partition pays one pointer for it, see `tests/tests/partition_memory.rs`).
+    disk: Option<Box<DiskLog>>,
     /// Kafka's `retention.bytes`; `None` keeps everything.
     retention_bytes: Option<usize>,
 }
@@ -145,9 +146,9 @@ pub struct PartitionLog {
     state: Mutex<LogState>,
     /// Woken on every append, so a parked fetch answers as soon as data arrives.
     appended: Notify,
-    /// The syncs of acks=all produces, shared by those waiting at the same moment.
-    commit: GroupCommit,
-    on_disk: bool,
+    /// The syncs of acks=all produces, shared by those waiting at the same moment; only a log
+    /// on disk has them, and an empty in-memory partition allocates nothing for it.
+    commit: Option<GroupCommit>,
 }
 
 impl PartitionLog {
@@ -159,10 +160,10 @@ impl PartitionLog {
     /// A new, empty log that also writes to `disk`.
     pub fn on_disk(disk: DiskLog) -> Self {
         let log = Self {
-            on_disk: true,
+            commit: Some(GroupCommit::default()),
             ..Self::default()
         };
-        log.state.lock().disk = Some(disk);
+        log.state.lock().disk = Some(Box::new(disk));
         log
     }
 
@@ -170,7 +171,7 @@ impl PartitionLog {
     /// sequence windows, so a retry after a restart is still recognised.
     pub fn recovered(recovered: Recovered) -> Self {
         let log = Self {
-            on_disk: true,
+            commit: Some(GroupCommit::default()),
             ..Self::default()
         };
         {
@@ -191,7 +192,7 @@ impl PartitionLog {
             }
             state.start = recovered.start;
             state.end = recovered.end;
-            state.disk = Some(recovered.disk);
+            state.disk = Some(Box::new(recovered.disk));
         }
         log
     }
@@ -293,7 +294,8 @@ impl PartitionLog {
             let disk = state.disk.as_ref().expect("a flushed log is on disk");
             disk.sync_point()
         };
-        self.commit.wait(target, sync_point).await.map_err(|e| {
+        let commit = self.commit.as_ref().expect("a log on disk has its group commit");
+        commit.wait(target, sync_point).await.map_err(|e| {
             tracing::error!("partition sync failed, no more appends: {e}");
             if let Some(disk) = &mut self.state.lock().disk {
                 disk.failed = true;
@@ -304,12 +306,12 @@ impl PartitionLog {
 
     /// True when appends go to a data directory (and acks=all waits for [`flush`](Self::flush)).
     pub fn is_on_disk(&self) -> bool {
-        self.on_disk
+        self.commit.is_some()
     }
 
     /// Syncs issued by [`flush`](Self::flush) so far.
     pub fn syncs(&self) -> u64 {
-        self.commit.syncs()
+        self.commit.as_ref().map_or(0, GroupCommit::syncs)
     }
 
     /// A future that completes at the next append. Create (and `enable`) it before reading, so an

@@ -62,6 +62,25 @@ struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = broker::topics::DEFAULT_SEGMENT_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     log_segment_bytes: u64,
+    // Limits on what one request or one slow peer can hold (README: "Limits").
+    /// The most one batch's records may decompress to; a produce past it gets MESSAGE_TOO_LARGE.
+    #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().max_uncompressed_batch_bytes)]
+    max_uncompressed_batch_bytes: usize,
+    /// Partitions one CreateTopics or CreatePartitions may add (Kafka's controller: 10,000).
+    #[arg(long, value_name = "N", default_value_t = broker::config::DEFAULT_MAX_PARTITIONS_PER_REQUEST)]
+    max_partitions_per_request: usize,
+    /// Partitions the broker holds at most, however they are created.
+    #[arg(long, value_name = "N", default_value_t = BrokerConfig::default().max_partitions)]
+    max_partitions: usize,
+    /// Longest a Fetch waits for data, whatever its max_wait_ms asks.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    max_fetch_wait_ms: u64,
+    /// Longest one response may take to be written; slower readers are disconnected.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    write_timeout_ms: u64,
+    /// Bytes of fetch answers built but not yet written, across all connections.
+    #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().fetch_memory_bytes)]
+    fetch_memory_bytes: usize,
 }
 
 fn main() -> ExitCode {
@@ -114,6 +133,12 @@ async fn run(args: Args) -> ExitCode {
         max_open_files: args.max_open_files.map(|n| n as usize),
         log_segment_bytes: args.log_segment_bytes,
         advertised_listener: args.advertised_listener,
+        max_uncompressed_batch_bytes: args.max_uncompressed_batch_bytes,
+        max_partitions_per_request: args.max_partitions_per_request,
+        max_partitions: args.max_partitions,
+        max_fetch_wait: std::time::Duration::from_millis(args.max_fetch_wait_ms),
+        write_timeout: std::time::Duration::from_millis(args.write_timeout_ms),
+        fetch_memory_bytes: args.fetch_memory_bytes,
         ..BrokerConfig::default()
     };
     let advertised = config.clone();

@@ -2,8 +2,10 @@
 //! `GET /metrics` over plain HTTP/1.1.
 //!
 //! Metric names follow kafka-lag-exporter, so dashboards built for it read these too. The HTTP
-//! side is deliberately tiny: one request per connection, a bounded request head, a timeout, and
-//! a cap on connections served at once; anything but `GET /metrics` gets a plain error status.
+//! side is deliberately tiny: one request per connection, a bounded request head, a timeout to
+//! send it and one to take the answer, and a cap on connections served at once; anything but
+//! `GET /metrics` gets a plain error status. A scraper that never reads its answer holds one slot
+//! for [`WRITE_TIMEOUT`] at most, so a few of them leave the others served.
 
 use std::fmt::Write as _;
 use std::io;
@@ -25,8 +27,11 @@ use crate::state::BrokerState;
 const MAX_HEAD_BYTES: usize = 8 * 1024;
 /// A client that has not sent its request head by then is dropped.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Scrapes served at once; more wait in the accept queue.
-const MAX_CONNECTIONS: usize = 16;
+/// A client that has not taken its answer by then is dropped (Prometheus' scrape timeout is 10 s).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Scrapes served at once; more wait in the accept queue. Each holds its rendered answer, a few
+/// hundred bytes per partition, until it is written or times out.
+const MAX_CONNECTIONS: usize = 32;
 
 /// Binds `addr` and serves until `shutdown`; returns the address actually bound.
 pub async fn start(
@@ -72,8 +77,17 @@ async fn serve(mut stream: TcpStream, state: &BrokerState) -> io::Result<()> {
         Some(head) => respond(&head, state),
         None => status(400, "Bad Request", "request head too large or malformed\n"),
     };
-    stream.write_all(&response).await?;
-    stream.shutdown().await
+    let written = tokio::time::timeout(WRITE_TIMEOUT, async {
+        stream.write_all(&response).await?;
+        stream.shutdown().await
+    });
+    match written.await {
+        Ok(result) => result,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("answer not taken within {WRITE_TIMEOUT:?}"),
+        )),
+    }
 }
 
 /// Reads up to the blank line ending the request head; `None` when it does not fit the cap or

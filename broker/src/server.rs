@@ -10,9 +10,11 @@ use tokio_util::task::TaskTracker;
 use tracing::info;
 
 use crate::accept::accept_loop;
+use crate::capacity::PartitionBudget;
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::faults::Faults;
+use crate::fetch_memory::FetchMemory;
 use crate::group::offsets_log::OffsetsLog;
 use crate::group::state::Timing;
 use crate::group::GroupCoordinator;
@@ -58,6 +60,15 @@ impl Broker {
             max_open_files: config.max_open_files,
             segment_bytes: config.log_segment_bytes,
         };
+        let topics = match &config.data_dir {
+            Some(dir) => Topics::open(dir, storage)?,
+            None => Topics::default(),
+        };
+        let held = topics
+            .all()
+            .iter()
+            .map(|t| usize::try_from(t.partition_count()).unwrap_or(0))
+            .sum();
         let (advertised_host, advertised_port) = config.advertised(addr);
         let state = Arc::new(BrokerState {
             advertised_host,
@@ -66,15 +77,15 @@ impl Broker {
                 Some(dir) => identity::cluster_id(dir)?,
                 None => identity::new_cluster_id(),
             },
-            topics: match &config.data_dir {
-                Some(dir) => Topics::open(dir, storage)?,
-                None => Topics::default(),
-            },
+            topics,
+            partitions: PartitionBudget::new(config.max_partitions, held),
             producer_ids: match &config.data_dir {
                 Some(dir) => ProducerIds::persisted(dir)?,
                 None => ProducerIds::default(),
             },
             faults,
+            // Never below one batch: a batch larger than the budget could never be served.
+            fetch_memory: FetchMemory::new(config.fetch_memory_bytes.max(config.max_message_bytes)),
             groups: {
                 let groups = GroupCoordinator::new(group_timing, shutdown.child_token());
                 match &config.data_dir {
@@ -139,6 +150,21 @@ impl Broker {
     #[doc(hidden)]
     pub fn state(&self) -> &BrokerState {
         &self.state
+    }
+
+    /// One request frame (without its size prefix) through the handlers as a connection passes
+    /// it, and the answer's bytes; `None` where the connection would send nothing or close. For
+    /// the fuzz targets, which drive the handlers without sockets.
+    #[doc(hidden)]
+    pub async fn handle_frame(&self, frame: bytes::Bytes) -> Option<Vec<u8>> {
+        match crate::handler::handle(&self.state, self.addr, frame).await {
+            crate::handler::Reply::Frame(out, _) => {
+                let mut wire = Vec::new();
+                out.write_to(&mut wire).await.ok()?;
+                Some(wire)
+            }
+            _ => None,
+        }
     }
 }
 

@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
+use crate::capacity::PartitionBudget;
 use crate::config::BrokerConfig;
 use crate::faults::Faults;
+use crate::fetch_memory::FetchMemory;
 use crate::group::GroupCoordinator;
 use crate::producer::ProducerIds;
 use crate::topics::Topics;
@@ -17,8 +19,12 @@ pub struct BrokerState {
     /// Kafka's cluster ids are 22-character base64 UUIDs; any stable string works for clients.
     pub cluster_id: String,
     pub topics: Topics,
+    /// Partitions held against `--max-partitions`; topics are created through it.
+    pub partitions: PartitionBudget,
     pub producer_ids: ProducerIds,
     pub faults: Arc<Faults>,
+    /// Fetch answers built and not yet written, against `fetch_memory_bytes`.
+    pub fetch_memory: Arc<FetchMemory>,
     pub groups: GroupCoordinator,
 }
 

@@ -152,7 +152,7 @@ pub struct TopicError {
 }
 
 impl TopicError {
-    fn new(code: ResponseError, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ResponseError, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -304,25 +304,6 @@ impl Topics {
                 }
                 Ok(topic)
             }
-        }
-    }
-
-    /// The topic, created with `partitions` if it does not exist yet (auto-creation).
-    pub fn get_or_create(&self, name: &str, partitions: i32) -> Result<Arc<Topic>, TopicError> {
-        if let Some(topic) = self.get(name) {
-            return Ok(topic);
-        }
-        let new = NewTopic {
-            name: name.to_string(),
-            partitions,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        };
-        match self.create(new, false) {
-            Err(e) if e.code == ResponseError::TopicAlreadyExists => {
-                self.get(name).ok_or_else(TopicError::unknown_topic)
-            }
-            other => other,
         }
     }
 

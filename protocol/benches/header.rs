@@ -2,17 +2,21 @@
 //! prefix (routing), split frames off the read buffer, and, for a produce, decode the request
 //! with an opaque batch and check the batch's header and CRC-32C. C.3's goals: header parse
 //! <= 100 ns, Produce request decode with an opaque 16 KiB batch <= 1 us, CRC-32C >= 20 GiB/s.
+//! Then the check that a produced batch holds the records its header counts: one varint per
+//! uncompressed record, a decompression walk per compressed batch.
 //! Run with `cargo bench -p protocol --bench header`.
 
 use std::hint::black_box;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use protocol::batch::{validate_single_batch, HEADER_LEN};
+use protocol::batch::{validate_single_batch, BatchHeader, HEADER_LEN};
+use protocol::compression::Compression;
 use protocol::frame::{split_frame, DEFAULT_MAX_FRAME_BYTES};
 use protocol::kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use protocol::kafka_protocol::messages::{ProduceRequest, TopicName};
 use protocol::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use protocol::records::check_records;
 use protocol::versions::HeaderPrefix;
 
 /// A v2 batch of `len` bytes that passes validation: header fields set, CRC-32C computed over
@@ -98,8 +102,70 @@ fn batch_validate(c: &mut Criterion) {
     group.finish();
 }
 
+/// A valid 16 KiB batch of records with `value_len`-byte values, its records compressed with
+/// `codec`.
+fn batch_of_records(value_len: usize, codec: Compression) -> (Vec<u8>, BatchHeader) {
+    let count = (16 << 10) / (value_len + 8);
+    let mut records = Vec::new();
+    for i in 0..count {
+        // attributes, timestamp delta 0, offset delta i, null key, the value, no headers.
+        let mut body = vec![0u8, 0];
+        body.extend(zigzag(i as i64));
+        body.push(1);
+        body.extend(zigzag(value_len as i64));
+        body.extend(std::iter::repeat_n(b'v', value_len));
+        body.push(0);
+        records.extend(zigzag(body.len() as i64));
+        records.extend(body);
+    }
+    let mut compressed = BytesMut::new();
+    codec
+        .compress(&records, &mut compressed)
+        .expect("compresses");
+    let mut b = batch(HEADER_LEN);
+    b.extend_from_slice(&compressed);
+    let batch_length = (b.len() - 12) as i32;
+    b[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    b[21..23].copy_from_slice(&codec.attribute_bits().to_be_bytes());
+    b[23..27].copy_from_slice(&(count as i32 - 1).to_be_bytes());
+    b[57..61].copy_from_slice(&(count as i32).to_be_bytes());
+    let crc = protocol::batch::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    let header = validate_single_batch(&b).expect("valid");
+    (b, header)
+}
+
+fn zigzag(v: i64) -> Vec<u8> {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    let mut out = Vec::new();
+    while z >= 0x80 {
+        out.push(z as u8 | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+    out
+}
+
+fn records_check(c: &mut Criterion) {
+    let mut group = c.benchmark_group("check_records_16KiB");
+    for (label, value_len, codec) in [
+        ("none_1KiB_values", 1024, Compression::None),
+        ("none_100B_values", 100, Compression::None),
+        ("lz4_100B_values", 100, Compression::Lz4),
+        ("gzip_100B_values", 100, Compression::Gzip),
+    ] {
+        let (b, header) = batch_of_records(value_len, codec);
+        group.throughput(Throughput::Bytes(16 << 10));
+        group.bench_function(label, |bench| {
+            bench.iter(|| check_records(black_box(&b), &header, 64 << 20).expect("valid"))
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    records_check,
     header_prefix,
     frame_split,
     produce_decode,

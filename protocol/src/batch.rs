@@ -185,7 +185,7 @@ pub fn split_batches(mut buf: Bytes) -> impl Iterator<Item = (BatchHeader, Bytes
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bytes::BytesMut;
     use kafka_protocol::records::{
@@ -201,22 +201,34 @@ mod tests {
         assert_eq!(crc32c(&[]), 0);
     }
 
+    /// Record `i` of a test batch: key `k{i}`, `value`, and `timestamp`.
+    pub(crate) fn test_record(i: usize, timestamp: i64, value: Bytes) -> Record {
+        Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            delete_horizon: false,
+            offset: i as i64,
+            // The crate starts a new batch whenever offset - sequence changes.
+            sequence: i as i32 - 1,
+            timestamp,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(value),
+            headers: Default::default(),
+        }
+    }
+
     fn records(n: usize) -> Vec<Record> {
         (0..n)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                delete_horizon: false,
-                offset: i as i64,
-                sequence: i as i32 - 1,
-                timestamp: 1_700_000_000_000 + i as i64,
-                key: Some(Bytes::from(format!("k{i}"))),
-                value: Some(Bytes::from(format!("v{i}"))),
-                headers: Default::default(),
+            .map(|i| {
+                test_record(
+                    i,
+                    1_700_000_000_000 + i as i64,
+                    Bytes::from(format!("v{i}")),
+                )
             })
             .collect()
     }

@@ -230,3 +230,68 @@ pub fn decode_records(data: &Bytes) -> Vec<(i64, Option<String>, String)> {
         })
         .collect()
 }
+
+/// A v2 batch around `records` (the bytes after the header, compressed or not), with a header
+/// that says whatever the caller says: what a hostile producer can send. The CRC is valid.
+pub fn raw_batch(
+    attributes: i16,
+    last_offset_delta: i32,
+    record_count: i32,
+    records: &[u8],
+) -> Bytes {
+    let mut batch = BytesMut::new();
+    batch.extend_from_slice(&0i64.to_be_bytes()); // base offset
+    batch.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
+    batch.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
+    batch.extend_from_slice(&[2]); // magic
+    batch.extend_from_slice(&0u32.to_be_bytes()); // crc, below
+    batch.extend_from_slice(&attributes.to_be_bytes());
+    batch.extend_from_slice(&last_offset_delta.to_be_bytes());
+    batch.extend_from_slice(&1000i64.to_be_bytes()); // base timestamp
+    batch.extend_from_slice(&1000i64.to_be_bytes()); // max timestamp
+    batch.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+    batch.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+    batch.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    batch.extend_from_slice(&record_count.to_be_bytes());
+    batch.extend_from_slice(records);
+    let crc = protocol::batch::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch.freeze()
+}
+
+/// The smallest record there is (no key, no value, no headers, every delta 0): 7 bytes.
+pub const TINY_RECORD: [u8; 7] = [12, 0, 0, 0, 1, 1, 0];
+
+/// A gzip stream of `copies` times `chunk` that costs a few KiB per MiB it stands for, made
+/// without compressing more than one chunk: the chunk is deflated once and ends on a full flush,
+/// so its blocks refer to nothing before them and can be repeated as they are.
+pub fn gzip_repeating(chunk: &[u8], copies: usize) -> Vec<u8> {
+    use flate2::{Compress, Crc, FlushCompress};
+    let mut deflate = Compress::new(flate2::Compression::best(), false);
+    let mut blocks = Vec::with_capacity(chunk.len() / 2 + 1024);
+    deflate
+        .compress_vec(chunk, &mut blocks, FlushCompress::Full)
+        .expect("deflate the chunk");
+    assert_eq!(
+        deflate.total_in() as usize,
+        chunk.len(),
+        "one call takes the chunk"
+    );
+    let crc_of = |data: &[u8]| {
+        let mut crc = Crc::new();
+        crc.update(data);
+        crc
+    };
+    let (mut crc, one) = (crc_of(chunk), crc_of(chunk));
+    let mut gzip = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    for i in 0..copies {
+        gzip.extend_from_slice(&blocks);
+        if i > 0 {
+            crc.combine(&one);
+        }
+    }
+    gzip.extend_from_slice(&[0x03, 0x00]); // an empty final block
+    gzip.extend_from_slice(&crc.sum().to_le_bytes());
+    gzip.extend_from_slice(&((chunk.len() * copies) as u32).to_le_bytes());
+    gzip
+}

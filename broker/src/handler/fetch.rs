@@ -2,7 +2,12 @@
 //!
 //! A fetch that cannot be satisfied at once (fewer than `min_bytes` available) parks until an
 //! append to one of its partitions wakes it or `max_wait_ms` passes, never longer: clients size
-//! their own timeouts on it.
+//! their own timeouts on it. The broker caps that wait (`max_fetch_wait`), and the connection
+//! ends a parked fetch when its peer hangs up or the broker stops.
+//!
+//! The answer's record bytes come out of the broker-wide [`FetchMemory`] budget and go back
+//! once the connection has written them: a fetch gathers at most what the budget has left, and
+//! when it has nothing left, waits for it until its deadline, then answers without records.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +19,7 @@ use tokio::time::Instant;
 
 use super::code;
 use super::fetch_body::{FetchBody, FetchedPartition, FetchedTopic};
+use crate::fetch_memory::{FetchMemory, FetchPermit};
 use crate::log::PartitionLog;
 use crate::state::BrokerState;
 
@@ -25,13 +31,18 @@ struct Wanted {
     log: Option<Arc<PartitionLog>>,
 }
 
-pub async fn handle(state: &BrokerState, request: FetchRequest) -> FetchBody {
+/// The answer, and the share of the fetch memory budget its records hold until written.
+pub async fn handle(
+    state: &BrokerState,
+    request: FetchRequest,
+) -> (FetchBody, Option<FetchPermit>) {
     // We create no fetch sessions (we answer session id 0), so a client naming one is confused.
     if request.session_id != 0 {
-        return FetchBody {
+        let body = FetchBody {
             error_code: code(ResponseError::FetchSessionIdNotFound),
             topics: Vec::new(),
         };
+        return (body, None);
     }
     let wanted: Vec<(TopicName, Vec<Wanted>)> = request
         .topics
@@ -53,25 +64,62 @@ pub async fn handle(state: &BrokerState, request: FetchRequest) -> FetchBody {
         .collect();
     let max_bytes = request.max_bytes.max(0) as usize;
     let min_bytes = request.min_bytes.max(0) as usize;
-    let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let deadline = Instant::now() + max_wait.min(state.config.max_fetch_wait);
     let logs: Vec<&PartitionLog> = wanted
         .iter()
         .flat_map(|(_, ps)| ps.iter().filter_map(|p| p.log.as_deref()))
         .collect();
-    loop {
+    let (response, bytes) = loop {
         // Register for wakeups before reading, so an append in between is not missed.
         let mut appended: Vec<_> = logs.iter().map(|log| Box::pin(log.appended())).collect();
         for notified in &mut appended {
             notified.as_mut().enable();
         }
-        let (response, gathered) = gather(&wanted, max_bytes);
+        let (response, gathered) = gather(&wanted, max_bytes, true);
         let satisfied = gathered.bytes >= min_bytes.max(1) || gathered.errors;
         if satisfied || appended.is_empty() || Instant::now() >= deadline {
-            return response;
+            break (response, gathered.bytes);
         }
         tokio::select! {
             _ = select_all(appended) => {}
-            _ = tokio::time::sleep_until(deadline) => return gather(&wanted, max_bytes).0,
+            _ = tokio::time::sleep_until(deadline) => {
+                let (response, gathered) = gather(&wanted, max_bytes, true);
+                break (response, gathered.bytes);
+            }
+        }
+    };
+    match state.fetch_memory.try_take(bytes) {
+        Some(permit) => (response, Some(permit)),
+        None => within_budget(&state.fetch_memory, &wanted, max_bytes, deadline).await,
+    }
+}
+
+/// The answer gathered again within what the budget has left, and the budget taken for it.
+async fn within_budget(
+    memory: &Arc<FetchMemory>,
+    wanted: &[(TopicName, Vec<Wanted>)],
+    max_bytes: usize,
+    deadline: Instant,
+) -> (FetchBody, Option<FetchPermit>) {
+    loop {
+        let released = memory.released();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        let available = memory.available();
+        if available > 0 {
+            // At least one batch even past what is left (KIP-74), taken whole below if it fits.
+            let (body, gathered) = gather(wanted, max_bytes.min(available), true);
+            if let Some(permit) = memory.try_take(gathered.bytes) {
+                return (body, Some(permit));
+            }
+        }
+        tokio::select! {
+            _ = released => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                // Spent until the deadline: offsets and errors, no records.
+                return (gather(wanted, 0, false).0, None);
+            }
         }
     }
 }
@@ -81,7 +129,13 @@ struct Gathered {
     errors: bool,
 }
 
-fn gather(wanted: &[(TopicName, Vec<Wanted>)], max_bytes: usize) -> (FetchBody, Gathered) {
+/// Reads every wanted partition, `max_bytes` in all; with `at_least_one`, the first batch found
+/// even if it is larger (KIP-74: a batch above the limit must still make progress).
+fn gather(
+    wanted: &[(TopicName, Vec<Wanted>)],
+    max_bytes: usize,
+    at_least_one: bool,
+) -> (FetchBody, Gathered) {
     let mut gathered = Gathered {
         bytes: 0,
         errors: false,
@@ -95,7 +149,7 @@ fn gather(wanted: &[(TopicName, Vec<Wanted>)], max_bytes: usize) -> (FetchBody, 
                     let data = read_partition(
                         p,
                         max_bytes.saturating_sub(gathered.bytes),
-                        gathered.bytes == 0,
+                        at_least_one && gathered.bytes == 0,
                     );
                     gathered.bytes += data.records_size();
                     gathered.errors |= data.error_code != 0;

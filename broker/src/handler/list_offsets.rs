@@ -1,14 +1,22 @@
 //! ListOffsets: latest (-1), earliest (-2), max timestamp (-3, v7) and timestamp lookups.
 //!
-//! The only place the broker reads records: a timestamp lookup decodes the one batch that the
-//! index points at, to find the exact record, as Kafka does after consulting its time index.
+//! The only place the broker reads records. A timestamp lookup finds the batch by the max
+//! timestamps in the batch headers (what Kafka's time index holds), then walks that one batch's
+//! records for the first one at or after the time, as Kafka does: exact, and bounded, since only
+//! timestamp and offset deltas are read and at most `--max-uncompressed-batch-bytes` is
+//! decompressed. Produce refuses batches past that limit, so every batch it stored is walked
+//! whole; a batch stored before (an older data dir, a lowered limit) is answered at Kafka's index
+//! granularity instead: its first offset, with its max timestamp.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
+use protocol::batch::BatchHeader;
+use protocol::compression::DecompressError;
+use protocol::records::{first_at_or_after, RecordsError};
+use tracing::warn;
 
 use super::code;
 use crate::log::{PartitionLog, StoredBatch};
@@ -43,7 +51,8 @@ pub fn handle(
                             .with_timestamp(-1)
                             .with_offset(-1);
                     };
-                    match lookup(&log, p.timestamp) {
+                    let limit = state.config.max_uncompressed_batch_bytes;
+                    match lookup(&log, p.timestamp, limit) {
                         Ok((timestamp, offset)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
@@ -64,36 +73,89 @@ pub fn handle(
 }
 
 /// `(timestamp, offset)` for one partition; `(-1, -1)` when no record is that recent.
-fn lookup(log: &PartitionLog, timestamp: i64) -> Result<(i64, i64), ResponseError> {
+fn lookup(log: &PartitionLog, timestamp: i64, limit: usize) -> Result<(i64, i64), ResponseError> {
     let offsets = log.offsets();
     match timestamp {
         LATEST => Ok((-1, offsets.end)),
         EARLIEST => Ok((-1, offsets.start)),
         MAX_TIMESTAMP => match log.max_timestamp_batch() {
-            Some(batch) => first_record_at_or_after(&batch, batch.max_timestamp),
+            Some(batch) => first_record_at_or_after(&batch, batch.max_timestamp, limit),
             None => Ok((-1, -1)),
         },
         t if t >= 0 => match log.first_batch_at_or_after(t) {
-            Some(batch) => first_record_at_or_after(&batch, t),
+            Some(batch) => first_record_at_or_after(&batch, t, limit),
             None => Ok((-1, -1)),
         },
         _ => Err(ResponseError::InvalidRequest),
     }
 }
 
-/// Decodes one stored batch to find its first record with a timestamp at or after `timestamp`.
+/// The first record of one stored batch with a timestamp at or after `timestamp`.
 fn first_record_at_or_after(
     batch: &StoredBatch,
     timestamp: i64,
+    limit: usize,
 ) -> Result<(i64, i64), ResponseError> {
-    let mut data = batch.data.clone();
-    let decoded =
-        RecordBatchDecoder::decode(&mut data).map_err(|_| ResponseError::CorruptMessage)?;
-    decoded
-        .records
-        .iter()
-        .find(|r| r.timestamp >= timestamp)
-        .map(|r| (r.timestamp, r.offset))
-        // The header's max timestamp promised such a record; a batch that lies about it is corrupt.
-        .ok_or(ResponseError::CorruptMessage)
+    let header = BatchHeader::parse(&batch.data).map_err(|_| ResponseError::CorruptMessage)?;
+    match first_at_or_after(&batch.data, &header, timestamp, limit) {
+        Ok(Some(found)) => Ok(found),
+        // The header's max timestamp promised such a record; a batch that lies is corrupt.
+        Ok(None) => Err(ResponseError::CorruptMessage),
+        Err(RecordsError::Decompress(DecompressError::TooLarge { .. })) => {
+            warn!(
+                base_offset = batch.base_offset,
+                limit,
+                "timestamp lookup: batch decompresses past the limit; answering its first offset"
+            );
+            Ok((batch.max_timestamp, batch.base_offset))
+        }
+        Err(_) => Err(ResponseError::CorruptMessage),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gzip batch of `records` tiny records, all stamped 1000 while the header claims up to
+    /// `max_timestamp`, appended without the produce checks, as a batch stored before them would
+    /// be.
+    fn stored_gzip(log: &PartitionLog, records: usize, max_timestamp: i64) {
+        let tiny = [12u8, 0, 0, 0, 1, 1, 0];
+        let mut compressed = bytes::BytesMut::new();
+        protocol::compression::Compression::Gzip
+            .compress(&tiny.repeat(records), &mut compressed)
+            .unwrap();
+        let mut batch = vec![0u8; protocol::batch::HEADER_LEN];
+        batch.extend_from_slice(&compressed);
+        let len = (batch.len() - 12) as i32;
+        batch[8..12].copy_from_slice(&len.to_be_bytes());
+        batch[16] = 2;
+        batch[21..23].copy_from_slice(&1i16.to_be_bytes());
+        batch[23..27].copy_from_slice(&(records as i32 - 1).to_be_bytes());
+        batch[27..35].copy_from_slice(&1000i64.to_be_bytes());
+        batch[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+        batch[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+        batch[57..61].copy_from_slice(&(records as i32).to_be_bytes());
+        let header = BatchHeader::parse(&batch).unwrap();
+        log.append(&batch, &header).unwrap();
+    }
+
+    #[test]
+    fn a_batch_past_the_limit_is_answered_at_batch_granularity() {
+        let log = PartitionLog::new();
+        stored_gzip(&log, 10, 1000);
+        stored_gzip(&log, 100_000, 2000);
+        // The first batch is walked: the exact record.
+        assert_eq!(lookup(&log, 1000, 4096), Ok((1000, 0)));
+        // In the second, no record reaches 1500 although its header says 2000. Walked whole,
+        // that is a corrupt batch; past the limit, the answer is the batch's first offset.
+        assert_eq!(
+            lookup(&log, 1500, 1 << 20),
+            Err(ResponseError::CorruptMessage)
+        );
+        assert_eq!(lookup(&log, 1500, 4096), Ok((2000, 10)));
+        assert_eq!(lookup(&log, -3, 4096), Ok((2000, 10)));
+        assert_eq!(lookup(&log, 2001, 4096), Ok((-1, -1)));
+    }
 }

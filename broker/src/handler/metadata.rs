@@ -53,9 +53,7 @@ pub fn handle(state: &BrokerState, request: MetadataRequest, version: i16) -> Me
 
 fn lookup(state: &BrokerState, name: &TopicName, may_create: bool) -> MetadataResponseTopic {
     let found = if may_create {
-        state
-            .topics
-            .get_or_create(name, state.config.default_partitions)
+        state.topic_or_create(name)
     } else {
         state
             .topics

@@ -27,14 +27,16 @@ use protocol::versions::{broker_accepts, HeaderPrefix};
 use tracing::debug;
 
 use crate::answers::Deferred;
+use crate::fetch_memory::FetchPermit;
 use crate::state::BrokerState;
 
 /// What the connection does after a request.
 #[derive(Debug)]
 pub enum Reply {
     /// Send this frame: size prefix, header and fields, then the pieces (stored record batches of
-    /// a Fetch answer; none for every other API).
-    Frame(OutFrame),
+    /// a Fetch answer; none for every other API). The permit, a Fetch answer's share of the fetch
+    /// memory budget, is held until the frame is written.
+    Frame(OutFrame, Option<FetchPermit>),
     /// Send nothing: a produce with `acks=0` gets no response at all.
     Silent,
     /// Close the connection, as Kafka does for a request it cannot parse.
@@ -104,10 +106,13 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
         },
         RequestKind::Fetch(r) => {
             // Written around the stored batches, not through the crate (which would copy them).
-            let body = fetch::handle(state, r).await;
-            return respond(header.correlation_id, key, version, |out| {
+            let (body, permit) = fetch::handle(state, r).await;
+            return match respond(header.correlation_id, key, version, |out| {
                 body.encode(out, version)
-            });
+            }) {
+                Reply::Frame(frame, _) => Reply::Frame(frame, permit),
+                other => other,
+            };
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(state, r))
@@ -170,7 +175,7 @@ fn respond(
         .and_then(|()| body(&mut out))
         .and_then(|pieces| OutFrame::seal(out, at, pieces).map_err(|e| e.to_string()));
     match encoded {
-        Ok(frame) => Reply::Frame(frame),
+        Ok(frame) => Reply::Frame(frame, None),
         // Only a handler bug can get here (a field set that the version lacks), or an answer past
         // 2 GiB; closing is what a client can recover from.
         Err(e) => Reply::Close(format!("cannot encode {key:?} v{version} response: {e}")),

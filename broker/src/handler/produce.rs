@@ -1,5 +1,11 @@
 //! Produce v3+: exactly one v2 batch per partition, checked by its header and CRC, appended as
 //! received with only its base offset rewritten.
+//!
+//! Kafka's `LogValidator` then checks what the header claims against the records: the offset
+//! range against the count, the count against the records. Here that takes one varint per
+//! uncompressed record (its length) and, for a compressed batch, a walk through a bounded
+//! decompression window: a few hundred KiB of gzip must not stand for gigabytes that a later
+//! timestamp lookup or consumer would have to decompress.
 
 use std::sync::Arc;
 
@@ -8,7 +14,9 @@ use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
-use protocol::batch::{validate_single_batch, BatchError};
+use protocol::batch::{validate_single_batch, BatchError, BatchHeader};
+use protocol::compression::DecompressError;
+use protocol::records::{check_records, RecordsError};
 
 use super::{code, str_bytes};
 use crate::log::PartitionLog;
@@ -42,10 +50,7 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
         .enumerate()
         .map(|(topic_at, data)| {
             let topic = if state.config.auto_create_topics {
-                state
-                    .topics
-                    .get_or_create(&data.name, state.config.default_partitions)
-                    .ok()
+                state.topic_or_create(&data.name).ok()
             } else {
                 state.topics.get(&data.name)
             };
@@ -56,7 +61,7 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
                 .map(|(partition_at, p)| {
                     let index = p.index;
                     let outcome = if acks_valid {
-                        append(state, topic.as_deref(), p, version)
+                        append(state, &data.name, topic.as_deref(), p, version)
                     } else {
                         Err((ResponseError::InvalidRequiredAcks, None))
                     };
@@ -142,6 +147,7 @@ type PartitionError = (ResponseError, Option<String>);
 /// offset.
 fn append(
     state: &BrokerState,
+    topic_name: &str,
     topic: Option<&Topic>,
     data: PartitionProduceData,
     version: i16,
@@ -189,6 +195,19 @@ fn append(
             Some("transactional and control batches need the transaction APIs, which this broker does not offer".into()),
         ));
     }
+    check_counts(&header, topic_name, data.index)?;
+    check_records(&records, &header, state.config.max_uncompressed_batch_bytes).map_err(|e| {
+        match e {
+            RecordsError::Decompress(DecompressError::TooLarge { limit, .. }) => (
+                ResponseError::MessageTooLarge,
+                Some(format!("The batch's records decompress to more than {limit} bytes, this broker's limit (--max-uncompressed-batch-bytes).")),
+            ),
+            RecordsError::Decompress(corrupt) => {
+                (ResponseError::CorruptMessage, Some(corrupt.to_string()))
+            }
+            invalid => (ResponseError::InvalidRecord, Some(invalid.to_string())),
+        }
+    })?;
     // A newer epoch of this producer id exists: the writer is a zombie of a restarted instance.
     if header.producer_id >= 0
         && state
@@ -200,4 +219,33 @@ fn append(
     let appended = log.append(&records, &header).map_err(|e| (e, None))?;
     let start = log.offsets().start;
     Ok((log, appended.base_offset(), start))
+}
+
+/// Kafka's checks of a client's v2 batch header (`LogValidator.validateBatch`), with its
+/// messages: the offset range must hold exactly the records counted, and an idempotent batch
+/// needs a sequence.
+fn check_counts(header: &BatchHeader, topic: &str, index: i32) -> Result<(), PartitionError> {
+    let (first, last, count) = (
+        header.base_offset,
+        header.last_offset(),
+        header.record_count,
+    );
+    let partition = format_args!("{topic}-{index}");
+    let invalid = |message: String| Err((ResponseError::InvalidRecord, Some(message)));
+    let from_offsets = i64::from(header.last_offset_delta) + 1;
+    if count <= 0 {
+        return invalid(format!(
+            "Invalid reported count for record batch: {count} in topic partition {partition}."
+        ));
+    }
+    if from_offsets != i64::from(count) {
+        return invalid(format!("Inconsistent batch offset range [{first}, {last}] and count of records {count} in topic partition {partition}."));
+    }
+    if header.producer_id >= 0 && header.base_sequence < 0 {
+        return invalid(format!(
+            "Invalid sequence number {} in record batch with producerId {} in topic partition {partition}.",
+            header.base_sequence, header.producer_id
+        ));
+    }
+    Ok(())
 }

@@ -11,7 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use protocol::batch::HEADER_LEN;
 
 use super::codec::{Header, RecordFields};
-use super::compression::Compression;
+use protocol::compression::Compression;
 
 /// Who wrote a batch, for the broker's duplicate and ordering checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

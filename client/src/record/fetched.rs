@@ -8,8 +8,8 @@ use protocol::batch::{
 };
 
 use super::codec::{Reader, Record};
-use super::compression::Compression;
 use crate::error::ProtocolError;
+use protocol::compression::{Compression, DecompressError};
 
 /// One whole v2 batch, CRC checked (unless the consumer says not to), records not yet decoded.
 #[derive(Debug, Clone)]
@@ -21,6 +21,11 @@ pub struct FetchedBatch {
 /// The smallest possible record: length, attributes, two deltas, null key, null value, no
 /// headers. Used to refuse record counts the data cannot hold.
 const MIN_RECORD_LEN: usize = 7;
+
+/// The most one batch's records may decompress to. Kafka sets no such limit, but its consumer
+/// streams records while this one holds a batch's records at once; a few KiB of zstd can stand
+/// for gigabytes, and a broker must not be able to exhaust a consumer with one batch.
+pub const MAX_UNCOMPRESSED_BATCH_BYTES: usize = 128 << 20;
 
 impl FetchedBatch {
     /// Splits a partition's fetched bytes into batches. A broker may cut the last batch at its
@@ -115,7 +120,15 @@ impl FetchedBatch {
         let codec = self
             .compression()
             .ok_or_else(|| format!("unknown compression codec {}", self.header.attributes & 7))?;
-        let body = codec.decompress(self.data.slice(HEADER_LEN..))?;
+        let body = codec
+            .decompress(self.data.slice(HEADER_LEN..), MAX_UNCOMPRESSED_BATCH_BYTES)
+            .map_err(|e| match e {
+                DecompressError::TooLarge { codec, limit } => format!(
+                    "{codec} records decompress to more than {} MiB, this client's limit for one batch",
+                    limit >> 20
+                ),
+                corrupt => corrupt.to_string(),
+            })?;
         let count = usize::try_from(self.header.record_count).unwrap_or(0);
         if count.saturating_mul(MIN_RECORD_LEN) > body.len() {
             return Err(format!("{count} records announced in {} bytes", body.len()));
@@ -346,5 +359,30 @@ mod tests {
         let all: Vec<_> = p.records().collect();
         assert_eq!(all.len(), 1);
         assert!(all[0].is_err());
+    }
+
+    #[test]
+    fn a_compression_bomb_is_refused_not_decompressed() {
+        // One zstd frame of 1 MiB of zeros, repeated: frames concatenate, so 130 of them are
+        // 130 MiB of records in a few KiB.
+        let mut frame = BytesMut::new();
+        Compression::Zstd
+            .compress(&vec![0u8; 1 << 20], &mut frame)
+            .unwrap();
+        let mut data = batch(0, &["a"], Compression::Zstd);
+        data.truncate(HEADER_LEN);
+        for _ in 0..130 {
+            data.extend_from_slice(&frame);
+        }
+        let len = (data.len() - 12) as i32;
+        data[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = protocol::batch::crc32c(&data[21..]);
+        data[17..21].copy_from_slice(&crc.to_be_bytes());
+        let batches = FetchedBatch::split(data.freeze(), "t", 0).unwrap();
+        let err = batches[0].records().err().expect("refused");
+        assert_eq!(
+            err,
+            "zstd records decompress to more than 128 MiB, this client's limit for one batch"
+        );
     }
 }
