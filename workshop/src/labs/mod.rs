@@ -5,6 +5,7 @@
 
 pub mod hot_tenant;
 pub mod idempotence;
+pub mod migrate;
 pub mod partitions;
 pub mod rebalance;
 pub mod rehash;
