@@ -19,4 +19,5 @@ pub const LABS: &[LabEntry] = &[
     LabEntry::of::<hot_tenant::HotTenant>(),
     LabEntry::of::<idempotence::Idempotence>(),
     LabEntry::of::<rebalance::Rebalance>(),
+    LabEntry::of::<migrate::Migrate>(),
 ];

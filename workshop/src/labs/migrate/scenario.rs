@@ -24,7 +24,8 @@ use crate::lab::LabError;
 /// Partitions of the commands topics: one per service instance.
 pub const COMMAND_PARTITIONS: i32 = 2;
 /// Seed 004: D at 40 takes (20, 40] from B.
-pub const MOVED: Scope = Scope::Arc(Arc { from: 20, to: 40 });
+pub const MOVED_ARC: Arc = Arc { from: 20, to: 40 };
+pub const MOVED: Scope = Scope::Arc(MOVED_ARC);
 /// Validation compares this many rows a lab millisecond.
 const VALIDATE_RATE: usize = 4;
 /// The consumer group commits what was applied this often (lab time).
@@ -68,8 +69,10 @@ pub enum Scenario {
     CopyOnce,
     NoFencing,
     Protocol,
-    /// The protocol with D failing during its catch-up, then rolled back after D took writes.
-    FailureAndRollback,
+    /// The protocol with D failing during its catch-up.
+    Failure,
+    /// The protocol, then rolled back after D took writes, by a migration back.
+    Rollback,
     /// The protocol, then "rolled back" by setting the routers back to B.
     RollbackRoutersOnly,
     /// Tenant 42 split by dual write, without idempotency keys.
@@ -79,12 +82,13 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::RoutersOnly,
         Scenario::CopyOnce,
         Scenario::NoFencing,
         Scenario::Protocol,
-        Scenario::FailureAndRollback,
+        Scenario::Failure,
+        Scenario::Rollback,
         Scenario::RollbackRoutersOnly,
         Scenario::DualWriteNaive,
         Scenario::DualWriteKeyed,
@@ -97,7 +101,8 @@ impl Scenario {
             Scenario::CopyOnce => "copy-once",
             Scenario::NoFencing => "no-fencing",
             Scenario::Protocol => "protocol",
-            Scenario::FailureAndRollback => "failure",
+            Scenario::Failure => "failure",
+            Scenario::Rollback => "rollback",
             Scenario::RollbackRoutersOnly => "rollback-routers-only",
             Scenario::DualWriteNaive => "dual-write-naive",
             Scenario::DualWriteKeyed => "dual-write-keyed",
@@ -124,7 +129,7 @@ impl Scenario {
 
     fn rollback(self) -> Option<Variant> {
         match self {
-            Scenario::FailureAndRollback => Some(Variant::Protocol),
+            Scenario::Rollback => Some(Variant::Protocol),
             Scenario::RollbackRoutersOnly => Some(Variant::RoutersOnly),
             _ => None,
         }
@@ -232,6 +237,8 @@ pub struct Run {
     pub changelogs: BTreeMap<ShardId, Vec<(u64, Change)>>,
     pub routing_log: Vec<(u64, RoutingRecord)>,
     pub writes_since_handover: u64,
+    /// The consumer group's lag on the commands topic once the run is over (none in memory).
+    pub commands_lag: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -313,6 +320,7 @@ pub fn run<B: Backend>(
         if t >= traffic.duration {
             if script.settled(world, scenario) {
                 events.ended_at = now;
+                feed.commit(&committable(world, &handled))?;
                 return finish(world, scenario, events);
             }
             continue;
@@ -394,7 +402,7 @@ impl Script {
         if self.catching_up.is_none() && phase == Some(Phase::CatchingUp) {
             self.catching_up = Some(now);
         }
-        if scenario == Scenario::FailureAndRollback {
+        if scenario == Scenario::Failure {
             let since = self.catching_up.map(|at| t - at.ms());
             if since == Some(plan::FAIL_AFTER_MS) && events.failed_at.is_none() {
                 world.fail(ShardId::D)?;
@@ -486,6 +494,7 @@ fn finish<B: Backend>(
         changelogs,
         routing_log,
         writes_since_handover: world.shard(ShardId::B).writes_since_handover(&MOVED),
+        commands_lag: None,
     })
 }
 

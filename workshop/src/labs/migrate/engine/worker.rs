@@ -278,7 +278,8 @@ impl<B: Backend> World<B> {
                 }
             }
             Phase::CatchingUp => {
-                if self.replay_batch(w)? {
+                let caught_up = self.replay_batch(w)?;
+                if caught_up {
                     self.replay_twice(w)?;
                     self.start_validation(w)?;
                 }

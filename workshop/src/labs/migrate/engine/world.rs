@@ -416,9 +416,8 @@ impl<B: Backend> World<B> {
         write: bool,
     ) {
         let what = if write { "write to" } else { "read of" };
-        let text = format!(
-            "refused a {what} {key} tagged version {version}: handed over at version {min_version}"
-        );
+        let text =
+            format!("refused {what} {key} at version {version} (handed over at {min_version})");
         let now = self.now;
         if let Some(store) = self.shards.get_mut(&shard) {
             store.log(now, "WARN", text);
