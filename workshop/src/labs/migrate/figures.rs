@@ -182,6 +182,8 @@ impl NoFencing {
 pub struct Protocol {
     pub refused_stale_writes_fenced: usize,
     pub refused_stale_reads_fenced: usize,
+    /// Writes B's changelog holds after the handover with version 7: none, the fence held.
+    pub writes_since_handover_fenced: u64,
     pub lost_writes_protocol: usize,
     pub missed_reads_protocol: usize,
     pub duplicated_effects_protocol: usize,
@@ -205,6 +207,7 @@ impl Protocol {
         Protocol {
             refused_stale_writes_fenced: run.refusals.iter().filter(|r| r.write).count(),
             refused_stale_reads_fenced: run.refusals.iter().filter(|r| !r.write).count(),
+            writes_since_handover_fenced: writes_since_handover(run),
             lost_writes_protocol: run.audit.lost.len(),
             missed_reads_protocol: run.audit.missed_reads.len(),
             duplicated_effects_protocol: run.audit.duplicated.len(),
@@ -523,16 +526,25 @@ pub fn verdict(f: &Figures) -> Verdict {
     );
     let p = &f.protocol;
     let clean = p.lost_writes_protocol + p.missed_reads_protocol + p.duplicated_effects_protocol;
+    let refused = p.refused_stale_writes_fenced + p.refused_stale_reads_fenced;
     check(
-        clean == 0 && p.refused_stale_writes_fenced > 0 && p.replay_twice_changes == 0,
+        clean == 0 && refused > 0 && p.writes_since_handover_fenced == 0,
         format!(
-            "the protocol: {} lost, {} missed reads, {} duplicated; {} stale writes refused;\n\
-             a second replay changed {} rows",
+            "the protocol: {} lost, {} missed reads, {} duplicated; the stale instance was refused\n\
+             {} write(s) and {} read(s), {} writes since handover",
             p.lost_writes_protocol,
             p.missed_reads_protocol,
             p.duplicated_effects_protocol,
             p.refused_stale_writes_fenced,
-            p.replay_twice_changes
+            p.refused_stale_reads_fenced,
+            p.writes_since_handover_fenced
+        ),
+    );
+    check(
+        p.replayed_twice > 0 && p.replay_twice_changes == 0,
+        format!(
+            "replaying the {} records of the catch-up a second time changed {} rows",
+            p.replayed_twice, p.replay_twice_changes
         ),
     );
     let d = &f.failure;
@@ -567,4 +579,85 @@ pub fn verdict(f: &Figures) -> Verdict {
         ),
     );
     Verdict { shown, findings }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labs::migrate::scenario::tests::{default_plan, in_memory};
+    use crate::labs::migrate::traffic;
+
+    fn in_memory_figures(seed: u64) -> Figures {
+        let runs: BTreeMap<Scenario, Run> = Scenario::ALL
+            .into_iter()
+            .map(|s| (s, in_memory(s, seed)))
+            .collect();
+        let profiles = traffic::profiles(&default_plan(), seed);
+        figures(seed, "memory".into(), &profiles, &Runs(&runs)).unwrap()
+    }
+
+    #[test]
+    fn the_verdict_needs_every_naive_loss_and_no_protocol_loss() {
+        let f = in_memory_figures(5);
+        let judged = verdict(&f);
+        assert!(judged.shown, "{:#?}", judged.findings);
+        assert!(judged.findings.iter().all(|line| line.starts_with("ok: ")));
+        let spoiled: [fn(&mut Figures); 6] = [
+            |f| f.routers_only.missed_reads_routers_only = 0,
+            |f| f.copy_once.lost_writes_copy_once = 0,
+            |f| f.no_fencing.lost_writes_unfenced += 1,
+            |f| f.protocol.lost_writes_protocol = 1,
+            |f| f.failure.duplicated_after_failure = 1,
+            |f| f.hot_tenant.divergent_orders_naive = 0,
+        ];
+        for spoil in spoiled {
+            let mut g = f.clone();
+            spoil(&mut g);
+            let judged = verdict(&g);
+            assert!(!judged.shown);
+            assert_eq!(
+                judged
+                    .findings
+                    .iter()
+                    .filter(|l| l.starts_with("NOT: "))
+                    .count(),
+                1
+            );
+        }
+    }
+
+    #[test]
+    fn the_figures_come_from_the_runs() {
+        let f = in_memory_figures(5);
+        // Seed 004's ring: 37 of the 201 users (Ben among them) sit in (20, 40].
+        assert_eq!(
+            (f.ring.users, f.ring.moved_users, f.ring.ben_position),
+            (201, 37, 28)
+        );
+        let example = f.copy_once.lost_write_example.as_ref().unwrap();
+        assert_eq!((example.key.as_str(), example.shard.as_str()), (BEN, "B"));
+        assert_eq!(
+            f.no_fencing.writes_since_handover_unfenced,
+            f.no_fencing.writes_since_handover_counted_by_b
+        );
+        assert_eq!(f.protocol.writes_since_handover_fenced, 0);
+        let v = f.protocol.validation.as_ref().unwrap();
+        assert_eq!((v.source_rows, v.differing_rows), (37, 0));
+        assert_eq!(v.source_checksum, v.destination_checksum);
+        let t = &f.hot_tenant;
+        assert_eq!((t.bucket_count, t.route_version), (64, 2));
+        assert_eq!(t.migration_state, "dual_write");
+        let before: u64 = t.writes_per_100ms_before.values().sum();
+        assert_eq!(
+            before, t.writes_per_100ms_before["C"],
+            "all of tenant 42 on C"
+        );
+        assert!(
+            t.writes_per_100ms_after
+                .values()
+                .filter(|&&w| w > 0)
+                .count()
+                == 4
+        );
+    }
 }

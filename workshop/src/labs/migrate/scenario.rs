@@ -512,7 +512,7 @@ pub(crate) mod tests {
         LabPlan::new(&MigrateArgs::from_arg_matches(&matches).unwrap()).unwrap()
     }
 
-    fn in_memory(scenario: Scenario, seed: u64) -> Run {
+    pub(crate) fn in_memory(scenario: Scenario, seed: u64) -> Run {
         let plan = default_plan();
         let (traffic, faults) = if scenario.is_tenant() {
             traffic::tenant(&plan, seed)

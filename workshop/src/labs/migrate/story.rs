@@ -221,14 +221,15 @@ pub fn protocol_evidence(n: &mut Narrator, run: &Run) {
     n.evidence(&refusals);
     n.say(&format!(
         "{} records replayed (a second replay of all {} changed {} rows); writes to the range were\n\
-         blocked {} ms, {} held meanwhile. {} stale write(s) refused, then retried on D.\n\
-         {} writes lost, {} reads missed, {} effects duplicated.",
+         blocked {} ms, {} held meanwhile. B refused {} stale write(s) and {} read(s); the stale\n\
+         instance refreshed and retried on D. {} writes lost, {} reads missed, {} duplicated.",
         f.replayed_records,
         f.replayed_twice,
         f.replay_twice_changes,
         f.write_block_ms.map_or("-".into(), |ms| ms.to_string()),
         f.held_writes,
         f.refused_stale_writes_fenced,
+        f.refused_stale_reads_fenced,
         f.lost_writes_protocol,
         f.missed_reads_protocol,
         f.duplicated_effects_protocol
