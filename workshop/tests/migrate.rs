@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use support::{run_json, BrokerProcess};
+use support::{leftovers, run_json, BrokerProcess};
 
 /// `workshop migrate --json` as a user runs it: (exit code, the JSON document, the narration).
 fn default_run() -> &'static (i32, Value, String) {
@@ -261,16 +261,7 @@ fn with_bootstrap_the_lab_decides_the_same_against_a_separate_broker_and_cleans_
     assert_eq!(figures, json["figures"]);
 
     // Nothing the lab created is left on the broker: no topic, no group.
-    let (topics, groups) = tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let kafka = client::Client::connect(client::ClientConfig::new(&addr))
-            .await
-            .unwrap();
-        let admin = client::Admin::new(kafka);
-        (
-            admin.list_topics().await.unwrap(),
-            admin.list_groups(&[]).await.unwrap(),
-        )
-    });
+    let (topics, groups) = leftovers(&addr);
     assert!(topics.is_empty(), "topics left behind: {topics:?}");
     assert!(groups.is_empty(), "groups left behind: {groups:?}");
     drop(broker);

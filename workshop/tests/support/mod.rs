@@ -73,6 +73,21 @@ impl Drop for BrokerProcess {
     }
 }
 
+/// The topics and consumer groups on the broker at `addr`: what a lab run with `--bootstrap`
+/// left behind, which should be nothing.
+pub fn leftovers(addr: &str) -> (Vec<String>, Vec<client::admin::GroupListing>) {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let kafka = client::Client::connect(client::ClientConfig::new(addr))
+            .await
+            .unwrap();
+        let admin = client::Admin::new(kafka);
+        (
+            admin.list_topics().await.unwrap(),
+            admin.list_groups(&[]).await.unwrap(),
+        )
+    })
+}
+
 /// The binary `package` of the workspace (`broker`, `client`) next to this test's own binary
 /// (`target/<profile>/deps/...`), built first (or found up to date) by cargo, since `cargo test
 /// -p workshop` builds only the workshop's own binaries.

@@ -479,151 +479,19 @@ pub fn users_per_shard(users: &[RowKey], table: &RoutingTable) -> BTreeMap<Shard
     counts
 }
 
-/// The verdict and the checks it rests on.
-pub struct Verdict {
-    pub shown: bool,
-    pub findings: Vec<String>,
-}
-
-/// The phenomenon, short enough for the verdict line to fit 100 columns.
-pub fn expected() -> String {
-    "Naive moves of (20, 40] lose writes or reads; the protocol loses none".to_string()
-}
-
-pub fn verdict(f: &Figures) -> Verdict {
-    let mut findings = Vec::new();
-    let mut shown = true;
-    let mut check = |ok: bool, text: String| {
-        shown &= ok;
-        findings.push(format!("{} {text}", if ok { "ok:" } else { "NOT:" }));
-    };
-    let r = &f.routers_only;
-    check(
-        r.missed_reads_routers_only > 0,
-        format!(
-            "routers only: {} reads missed acknowledged writes, {} users looked missing",
-            r.missed_reads_routers_only, r.users_missing_routers_only
-        ),
-    );
-    check(
-        f.copy_once.lost_writes_copy_once > 0,
-        format!(
-            "copy once, then switch: {} writes lost",
-            f.copy_once.lost_writes_copy_once
-        ),
-    );
-    let u = &f.no_fencing;
-    check(
-        u.writes_since_handover_unfenced > 0
-            && u.lost_writes_unfenced as u64 == u.writes_since_handover_unfenced
-            && u.writes_since_handover_counted_by_b == u.writes_since_handover_unfenced,
-        format!(
-            "no fencing: {} writes since handover in B's changelog ({} by B's count),\n{} lost",
-            u.writes_since_handover_unfenced,
-            u.writes_since_handover_counted_by_b,
-            u.lost_writes_unfenced
-        ),
-    );
-    let p = &f.protocol;
-    let clean = p.lost_writes_protocol + p.missed_reads_protocol + p.duplicated_effects_protocol;
-    let refused = p.refused_stale_writes_fenced + p.refused_stale_reads_fenced;
-    check(
-        clean == 0 && refused > 0 && p.writes_since_handover_fenced == 0,
-        format!(
-            "the protocol: {} lost, {} missed reads, {} duplicated; the stale instance was refused\n\
-             {} write(s) and {} read(s), {} writes since handover",
-            p.lost_writes_protocol,
-            p.missed_reads_protocol,
-            p.duplicated_effects_protocol,
-            p.refused_stale_writes_fenced,
-            p.refused_stale_reads_fenced,
-            p.writes_since_handover_fenced
-        ),
-    );
-    check(
-        p.replayed_twice > 0 && p.replay_twice_changes == 0,
-        format!(
-            "replaying the {} records of the catch-up a second time changed {} rows",
-            p.replayed_twice, p.replay_twice_changes
-        ),
-    );
-    let d = &f.failure;
-    check(
-        d.lost_after_failure == 0 && d.duplicated_after_failure == 0 && d.restored_records > 0,
-        format!(
-            "D failed during its catch-up, came back from {} changelog records, resumed:\n\
-             {} lost, {} duplicated",
-            d.restored_records, d.lost_after_failure, d.duplicated_after_failure
-        ),
-    );
-    let b = &f.rollback;
-    check(
-        b.lost_writes_rollback_routers_only > 0 && b.lost_writes_rollback == 0,
-        format!(
-            "rollback after D took writes: routers set back lost {}, a migration back lost {}",
-            b.lost_writes_rollback_routers_only, b.lost_writes_rollback
-        ),
-    );
-    let t = &f.hot_tenant;
-    check(
-        t.divergent_orders_naive > 0
-            && t.divergent_orders_keyed == 0
-            && t.duplicated_effects_keyed == 0,
-        format!(
-            "tenant 42 in {} buckets: without idempotency keys {} orders diverged\n\
-             ({} effects doubled); with them {}",
-            t.bucket_count,
-            t.divergent_orders_naive,
-            t.duplicated_effects_naive,
-            t.divergent_orders_keyed
-        ),
-    );
-    Verdict { shown, findings }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::labs::migrate::scenario::tests::{default_plan, in_memory};
     use crate::labs::migrate::traffic;
 
-    fn in_memory_figures(seed: u64) -> Figures {
+    pub(crate) fn in_memory_figures(seed: u64) -> Figures {
         let runs: BTreeMap<Scenario, Run> = Scenario::ALL
             .into_iter()
             .map(|s| (s, in_memory(s, seed)))
             .collect();
         let profiles = traffic::profiles(&default_plan(), seed);
         figures(seed, "memory".into(), &profiles, &Runs(&runs)).unwrap()
-    }
-
-    #[test]
-    fn the_verdict_needs_every_naive_loss_and_no_protocol_loss() {
-        let f = in_memory_figures(5);
-        let judged = verdict(&f);
-        assert!(judged.shown, "{:#?}", judged.findings);
-        assert!(judged.findings.iter().all(|line| line.starts_with("ok: ")));
-        let spoiled: [fn(&mut Figures); 6] = [
-            |f| f.routers_only.missed_reads_routers_only = 0,
-            |f| f.copy_once.lost_writes_copy_once = 0,
-            |f| f.no_fencing.lost_writes_unfenced += 1,
-            |f| f.protocol.lost_writes_protocol = 1,
-            |f| f.failure.duplicated_after_failure = 1,
-            |f| f.hot_tenant.divergent_orders_naive = 0,
-        ];
-        for spoil in spoiled {
-            let mut g = f.clone();
-            spoil(&mut g);
-            let judged = verdict(&g);
-            assert!(!judged.shown);
-            assert_eq!(
-                judged
-                    .findings
-                    .iter()
-                    .filter(|l| l.starts_with("NOT: "))
-                    .count(),
-                1
-            );
-        }
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! - `kafka`: the engine's logs on Kafka topics, the commands topic and the consumer group.
 //! - `scenario`: the runs and their timeline (which decides only *when* things happen).
 //! - `traffic`: the seeded commands and reads; `plan`: flags; `figures`: JSON and verdict;
-//!   `story`: narration.
+//!   `verdict`: the checks; `story`: narration.
 
 pub mod engine;
 mod figures;
@@ -23,6 +23,7 @@ mod plan;
 pub mod scenario;
 mod story;
 pub mod traffic;
+mod verdict;
 
 use std::collections::BTreeMap;
 
@@ -45,7 +46,7 @@ impl Lab for Migrate {
 
     fn run(args: &MigrateArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {
         let plan = Plan::new(args)?;
-        let expected = figures::expected();
+        let expected = verdict::expected();
         let n = &mut ctx.narrator;
         n.intro(Self::NAME, &expected);
         let rt = runtime()?;
@@ -55,7 +56,7 @@ impl Lab for Migrate {
         rt.block_on(cluster.close());
         let figures = measured?;
 
-        let verdict = figures::verdict(&figures);
+        let verdict = verdict::verdict(&figures);
         n.summary(&story::summary(&figures));
         let report = LabReport::new(Self::NAME, expected, verdict.shown, &figures)?;
         n.verdict(&report, &verdict.findings);

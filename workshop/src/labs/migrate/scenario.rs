@@ -261,7 +261,7 @@ impl Run {
 }
 
 /// The move of (20, 40] from B to D at version 8.
-fn b_to_d(variant: Variant) -> Plan {
+pub fn b_to_d(variant: Variant) -> Plan {
     Plan {
         id: "b-to-d".into(),
         source: ShardId::B,
@@ -276,7 +276,7 @@ fn b_to_d(variant: Variant) -> Plan {
 }
 
 /// Tenant 42 from its own shard to `buckets` buckets, by dual write, at route version 2.
-fn split_tenant(buckets: u32) -> (Plan, TenantRoute) {
+pub fn split_tenant(buckets: u32) -> (Plan, TenantRoute) {
     let v1 = tenant_route_v1();
     let plan = Plan {
         id: format!("tenant-{HOT_TENANT}-buckets"),
@@ -443,10 +443,7 @@ impl Script {
     fn settled<B: Backend>(&self, world: &World<B>, scenario: Scenario) -> bool {
         let migrations_done = world.workers().count()
             == 1 + usize::from(scenario.rollback().is_some())
-            && world.workers().all(|w| {
-                let phase = w.machine().phase();
-                phase.is_final() || w.machine().path().last() == Some(&phase)
-            });
+            && world.workers().all(|w| w.machine().is_done());
         let quiet =
             (0..world.instances()).all(|i| world.held(i).next().is_none() && !world.is_stale(i));
         migrations_done && quiet && !world.is_down(ShardId::D)

@@ -412,6 +412,12 @@ impl Migration {
         self.go(Phase::RolledBack, at)
     }
 
+    /// Whether the migration has nothing left to do: it ended, or its variant's last step is
+    /// behind it (routers only stops at the commit).
+    pub fn is_done(&self) -> bool {
+        self.phase.is_final() || self.path().last() == Some(&self.phase)
+    }
+
     /// The phases this migration passes through, in order, when nothing fails.
     pub fn path(&self) -> Vec<Phase> {
         use Phase::*;

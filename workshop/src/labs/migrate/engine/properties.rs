@@ -9,29 +9,22 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::backend::Memory;
-use super::keys::{Arc, CommandId, LabTime, RowKey, Scope, ShardId};
+use super::keys::{CommandId, LabTime, RowKey, ShardId};
 use super::ledger::Audit;
-use super::machine::{Destination, Mode, Phase, Plan, Start, Variant};
-use super::routing::{RingVersion, RoutingRecord, Strategy, TenantRoute, TenantState, Token};
+use super::machine::{Destination, Phase, Variant};
+use super::routing::RoutingRecord;
 use super::store::{Command, Op, TOTAL};
 use super::worker::Switch;
 use super::world::{Settings, World};
+// The seeds' rings and moves, as the lab runs them.
+use crate::labs::migrate::scenario::{
+    b_to_d, ring_v7, ring_v8, ring_v9, split_tenant, tenant_route_v1, MOVED,
+};
 
 const CASES: u64 = 200;
 const TRAFFIC_MS: u64 = 300;
 /// After the traffic: time for the migration, refreshes and held writes to finish.
 const DRAIN_MS: u64 = 3000;
-
-fn v7() -> RingVersion {
-    RingVersion {
-        version: 7,
-        tokens: [(ShardId::A, 20), (ShardId::B, 50), (ShardId::C, 80)]
-            .map(|(shard, position)| Token { shard, position })
-            .to_vec(),
-    }
-}
-
-const MOVED: Scope = Scope::Arc(Arc { from: 20, to: 40 });
 
 /// How a case undoes its migration after the commit, if it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +63,7 @@ fn settings(rng: &mut ChaCha8Rng) -> Settings {
 fn run_case(seed: u64, variant: Variant, rollback: Rollback) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let instances = rng.gen_range(2..=3);
-    let routing = [RoutingRecord::Ring(v7())];
+    let routing = [RoutingRecord::Ring(ring_v7())];
     let mut world = World::new(
         Memory::default(),
         settings(&mut rng),
@@ -108,19 +101,8 @@ fn run_case(seed: u64, variant: Variant, rollback: Rollback) -> Case {
         let now = LabTime(t);
         world.advance(now).unwrap();
         if t == start_at {
-            let plan = Plan {
-                id: "b-to-d".into(),
-                source: ShardId::B,
-                destination: Destination::Shard(ShardId::D),
-                scope: MOVED,
-                from_version: 7,
-                target_version: 8,
-                mode: Mode::Changelog,
-                variant,
-                start: Start::Snapshot,
-            };
             world
-                .start(plan, Switch::Ring(v7().with(ShardId::D, 40, 8)))
+                .start(b_to_d(variant), Switch::Ring(ring_v8()))
                 .unwrap();
         }
         stale_plan.retain(|&(at, i, ms)| {
@@ -152,15 +134,15 @@ fn run_case(seed: u64, variant: Variant, rollback: Rollback) -> Case {
                     Rollback::Protocol => Variant::Protocol,
                     _ => Variant::RoutersOnly,
                 };
-                world.roll_back(variant, v7().renumbered(9)).unwrap();
+                world.roll_back(variant, ring_v9()).unwrap();
                 rolled_back = true;
             }
         }
         if t >= TRAFFIC_MS {
-            let settled = world.workers().last().is_some_and(|w| {
-                w.machine().phase().is_final()
-                    || (w.machine().path().last() == Some(&w.machine().phase()))
-            });
+            let settled = world
+                .workers()
+                .last()
+                .is_some_and(|w| w.machine().is_done());
             let held: usize = (0..instances).map(|i| world.held(i).count()).sum();
             if settled && held == 0 && down_until.is_none() {
                 break;
@@ -289,16 +271,10 @@ fn without_fencing_every_loss_is_a_write_since_handover() {
 /// Seed 001's hot tenant, split into buckets by dual write while some second writes fail.
 fn run_dual_write(seed: u64, keyed: bool) -> (Audit, Option<u64>, Phase) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let route = TenantRoute {
-        tenant: 42,
-        strategy: Strategy::TenantHash,
-        bucket_count: 1,
-        route_version: 1,
-        migration_state: TenantState::Stable,
-    };
+    let route = tenant_route_v1();
     let mut settings = settings(&mut rng);
     settings.idempotency_keys = keyed;
-    let ring = v7().with(ShardId::D, 40, 8);
+    let ring = ring_v8();
     let routing = [RoutingRecord::Ring(ring), RoutingRecord::Tenant(route)];
     let mut world = World::new(Memory::default(), settings, true, &routing, 2).unwrap();
     let faults: Vec<CommandId> = (1..2000)
@@ -311,30 +287,14 @@ fn run_dual_write(seed: u64, keyed: bool) -> (Audit, Option<u64>, Phase) {
         let now = LabTime(t);
         world.advance(now).unwrap();
         if t == 20 {
-            let plan = Plan {
-                id: "tenant-42".into(),
-                source: ShardId::C,
-                destination: Destination::Buckets { bucket_count: 16 },
-                scope: Scope::Tenant(42),
-                from_version: 1,
-                target_version: 2,
-                mode: Mode::DualWrite,
-                variant: Variant::Protocol,
-                start: Start::Snapshot,
-            };
-            let split = TenantRoute {
-                strategy: Strategy::Bucketed,
-                bucket_count: 16,
-                route_version: 2,
-                ..route
-            };
+            let (plan, split) = split_tenant(16);
             world.start(plan, Switch::Tenant(split)).unwrap();
         }
         if t >= TRAFFIC_MS {
             if world
                 .workers()
                 .last()
-                .is_some_and(|w| w.machine().phase().is_final())
+                .is_some_and(|w| w.machine().is_done())
             {
                 break;
             }

@@ -142,8 +142,7 @@ async fn lag(cluster: &Cluster, group: &str, topic: &str) -> Result<i64, LabErro
 mod tests {
     use super::*;
     use crate::lab::Target;
-    use crate::labs::migrate::engine::backend::Memory;
-    use crate::labs::migrate::scenario::{tests::default_plan, TrafficFeed};
+    use crate::labs::migrate::scenario::tests::{default_plan, in_memory};
     use crate::labs::migrate::traffic;
 
     /// What a run decided, as text: equal texts, equal runs.
@@ -200,27 +199,7 @@ mod tests {
         })();
         rt.block_on(cluster.close());
         for (scenario, on_kafka) in on_kafka.unwrap() {
-            let (traffic, faults) = match scenario.is_tenant() {
-                true => (&tenant, faults.clone()),
-                false => (&profiles, Vec::new()),
-            };
-            let mut world = World::new(
-                Memory::default(),
-                scenario.settings(&plan),
-                scenario.fences(),
-                &scenario.initial_routing(),
-                COMMAND_PARTITIONS as usize,
-            )
-            .unwrap();
-            world.inject_faults(faults);
-            let in_memory = scenario::run(
-                &mut world,
-                scenario,
-                &plan,
-                traffic,
-                &mut TrafficFeed::new(traffic),
-            )
-            .unwrap();
+            let in_memory = in_memory(scenario, 5);
             // The command sources differ (the topic's offsets against none); all else agrees.
             let strip = |mut run: Run| {
                 for ack in run.audit.lost.iter_mut() {
