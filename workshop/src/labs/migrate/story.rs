@@ -380,6 +380,13 @@ pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
         t.backfill_rows, t.backfill_ms, t.backfill_peak_rows_per_ms
     ));
     n.table(&dual_write_table(t));
+    if t.naive_state != t.keyed_state {
+        n.say(&format!(
+            "Without keys the validation failed, so the split ended {} and the tenant stayed in\n\
+             dual write, where more writes met a failure; with keys it ended {}.",
+            t.naive_state, t.keyed_state
+        ));
+    }
 }
 
 fn dual_write_table(t: &HotTenant) -> Table {

@@ -239,17 +239,21 @@ fn the_protocol_loses_and_duplicates_nothing_in_any_interleaving() {
 
 #[test]
 fn each_naive_variant_loses_in_some_interleavings() {
-    for (variant, rollback, at_least) in [
-        (Variant::RoutersOnly, Rollback::No, CASES * 9 / 10),
-        (Variant::CopyOnce, Rollback::No, CASES / 2),
-        (Variant::NoFencing, Rollback::No, CASES / 20),
-        (Variant::Protocol, Rollback::RoutersOnly, CASES / 2),
+    // Exact for these seeds (the README quotes them); the property is that none is 0. Routers
+    // only and copy once lose whenever the range is written before or during the move; no
+    // fencing only when a stale router writes to the range after the handover.
+    for (variant, rollback, expected) in [
+        (Variant::RoutersOnly, Rollback::No, 198),
+        (Variant::CopyOnce, Rollback::No, 110),
+        (Variant::NoFencing, Rollback::No, 34),
+        (Variant::Protocol, Rollback::RoutersOnly, 197),
     ] {
         let (count, first) = failing(variant, rollback);
-        assert!(
-            count >= at_least,
-            "{} (rollback {rollback:?}): only {count} of {CASES} cases lost anything \
-             (first: seed {first:?})",
+        assert_eq!(
+            count,
+            expected,
+            "{} (rollback {rollback:?}): {count} of {CASES} cases lost something (first: seed \
+             {first:?})",
             variant.name()
         );
     }
