@@ -216,7 +216,6 @@ pub struct Events {
     pub recovered_at: Option<LabTime>,
     pub restored_records: u64,
     pub rolled_back_at: Option<LabTime>,
-    pub ended_at: LabTime,
 }
 
 /// Everything a run measured, read off the world at its end.
@@ -319,7 +318,6 @@ pub fn run<B: Backend>(
         script.step(world, scenario, plan, now, &mut events)?;
         if t >= traffic.duration {
             if script.settled(world, scenario) {
-                events.ended_at = now;
                 feed.commit(&committable(world, &handled))?;
                 return finish(world, scenario, events);
             }
@@ -539,21 +537,26 @@ pub(crate) mod tests {
     fn each_naive_run_loses_and_the_protocol_runs_do_not() {
         for scenario in Scenario::ALL {
             let r = in_memory(scenario, 5);
-            eprintln!(
-                "{:<22} lost {:>4} dup {:>3} missed {:>4} acked {:>5} held {:>3} refused {:>2} since {:>3} block {:?} replayed {:?} ended {} phases {:?}",
-                scenario.name(),
-                r.audit.lost.len(),
-                r.audit.duplicated.len(),
-                r.audit.missed_reads.len(),
-                r.acknowledged,
-                r.held,
-                r.refusals.len(),
-                r.writes_since_handover,
-                r.migration().and_then(|m| m.stats.block_ms()),
-                r.migration().map(|m| (m.stats.replayed, m.stats.already_applied, m.stats.copied_rows)),
-                r.events.ended_at,
-                r.migrations.iter().map(|m| m.phase).collect::<Vec<_>>(),
+            let lost = r.audit.lost.len() + r.audit.missed_reads.len() + r.audit.duplicated.len();
+            let naive = matches!(
+                scenario,
+                Scenario::RoutersOnly
+                    | Scenario::CopyOnce
+                    | Scenario::NoFencing
+                    | Scenario::RollbackRoutersOnly
+                    | Scenario::DualWriteNaive
             );
+            assert_eq!(naive, lost > 0, "{}: {:?}", scenario.name(), r.audit);
+            assert_eq!(r.audit.still_held, 0, "{}", scenario.name());
+            let ended: Vec<Phase> = r.migrations.iter().map(|m| m.phase).collect();
+            let expected = match scenario {
+                Scenario::RoutersOnly => vec![Phase::Committed],
+                Scenario::Rollback => vec![Phase::RolledBack, Phase::CleanedUp],
+                Scenario::RollbackRoutersOnly => vec![Phase::RolledBack, Phase::Committed],
+                Scenario::DualWriteNaive => vec![Phase::Aborted],
+                _ => vec![Phase::CleanedUp],
+            };
+            assert_eq!(ended, expected, "{}", scenario.name());
         }
     }
 }

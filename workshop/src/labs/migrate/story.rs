@@ -18,12 +18,13 @@ use crate::report::{Align, Narrator, Phase as Opening, Summary, Table};
 
 pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
     let about = format!(
-        "A profile service keeps {users} users on shards A, B and C, placed on seed 004's ring of\n\
-         positions 0..99 (XXH3 of the user id, mod 100). Ring version 7 is {v7}; version 8 adds\n\
-         D at 40, which takes (20, 40] from B. Writes arrive as commands on {commands} (keyed by\n\
-         user id, 2 partitions); a consumer group of 2 service instances applies each to the\n\
-         shard its routing table names. Each shard's changes go to its own changelog topic; the\n\
-         routing table is versioned records in a topic with cleanup.policy=compact.\n\
+        "A profile service keeps {users} users on shards A, B and C, placed on seed 004's ring\n\
+         of positions 0..99 (XXH3 of the user id, mod 100). Ring version 7 is {v7};\n\
+         version 8 adds D at 40, which takes (20, 40] from B.\n\
+         Writes arrive as commands on {commands},\n\
+         keyed by user id (2 partitions); a consumer group of 2 service instances applies each\n\
+         to the shard its routing table names. Each shard's changes go to its own changelog\n\
+         topic; the routing table is versioned records in a topic with cleanup.policy=compact.\n\
          Every run: {ms} lab ms, {rate} writes and 1 read a ms, Ben writing every 20 ms.",
         users = profiles.users.len(),
         v7 = ring_v7().describe(),
@@ -158,7 +159,13 @@ pub fn no_fencing(n: &mut Narrator, plan: &Plan) {
 
 pub fn no_fencing_evidence(n: &mut Narrator, run: &Run) {
     let f = NoFencing::of(run);
-    n.say("The shards' log (seed 003, section 5):");
+    let refreshed = run
+        .events
+        .stale_until
+        .map_or("-".into(), |at| at.to_string());
+    n.say(&format!(
+        "The shards' log (seed 003, section 5); Ben's instance read the routing topic at {refreshed}:"
+    ));
     let lines: Vec<&LogLine> = run
         .lines
         .iter()
@@ -270,10 +277,13 @@ pub fn failure_evidence(n: &mut Narrator, run: &Run) {
             lines
         });
     n.evidence(&around);
+    let at = |t: Option<LabTime>| t.map_or("-".into(), |t| t.to_string());
     n.say(&format!(
-        "D came back with the {} records of its changelog. The worker resumed from the checkpoint\n\
-         in the routing topic, offset {} of B's changelog: {} records D already had were skipped\n\
-         (idempotent apply). {} writes lost, {} duplicated.",
+        "D failed at {} and came back at {} with the {} records of its changelog.\n\
+         The worker resumed from the checkpoint in the routing topic, offset {} of B's changelog:\n\
+         {} records D already had were skipped (idempotent apply). {} writes lost, {} duplicated.",
+        at(run.events.failed_at),
+        at(run.events.recovered_at),
         f.restored_records,
         f.resumed_from_offset.map_or("-".into(), |o| o.to_string()),
         f.skipped_already_applied,
@@ -314,21 +324,26 @@ pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
         f.lost_writes_rollback.to_string(),
     ]);
     n.table(&table);
-    n.say(
-        "Once D accepts writes, going back means moving them back (seed 004): setting routers back\n\
-         to B is not enough.",
-    );
+    let at = back
+        .events
+        .rolled_back_at
+        .map_or("-".into(), |t| t.to_string());
+    n.say(&format!(
+        "Both began at {at}. Once D accepts writes, going back means moving them back\n\
+         (seed 004): setting routers back to B is not enough."
+    ));
 }
 
 pub fn hot_tenant(n: &mut Narrator, plan: &Plan, commands: &str) {
     n.phase(Opening {
         title: "Seed 001's hot tenant: 64 virtual buckets",
         about: &format!(
-            "Tenant {HOT_TENANT}'s orders ({} of them, {TENANT_RATE} writes a ms on {commands}, each adding to an\n\
-             order's total) all live on its own shard. At {} ms its route becomes bucketed by\n\
-             hash(order_id) % {}, by dual write: writes to both places, a backfill {} row(s) a ms,\n\
-             validate, switch reads, stop old writes. {} % of second writes fail once and are\n\
-             retried: first without idempotency keys, then with them. Traffic: {TENANT_MS} ms.",
+            "Tenant {HOT_TENANT}'s orders ({} of them, {TENANT_RATE} writes a ms, each adding to an order's\n\
+             total, on {commands}) all live on its own shard.\n\
+             At {} ms its route becomes bucketed by hash(order_id) % {}, by dual write: writes to\n\
+             both places, a backfill {} row(s) a ms, validate, switch reads, stop old writes.\n\
+             {} % of second writes fail once and are retried: first without idempotency keys,\n\
+             then with them. Traffic: {TENANT_MS} ms.",
             plan.orders,
             plan::SPLIT_AT,
             plan.buckets,

@@ -44,13 +44,6 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const ALL: [Variant; 4] = [
-        Variant::RoutersOnly,
-        Variant::CopyOnce,
-        Variant::NoFencing,
-        Variant::Protocol,
-    ];
-
     /// Whether shards check fencing tokens: each naive variant leaves out one thing, and only
     /// this one leaves out the fence.
     pub fn fences(self) -> bool {

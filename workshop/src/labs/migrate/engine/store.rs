@@ -227,16 +227,6 @@ impl Digest {
         self.checksum = self.checksum.wrapping_add(row.checksum(key));
         self.amount += row.amount(TOTAL);
     }
-
-    /// The digest of two disjoint sets of rows together.
-    pub fn merge(self, other: Digest) -> Digest {
-        Digest {
-            rows: self.rows + other.rows,
-            key_set: self.key_set ^ other.key_set,
-            checksum: self.checksum.wrapping_add(other.checksum),
-            amount: self.amount + other.amount,
-        }
-    }
 }
 
 /// The amount field of an order.

@@ -182,11 +182,6 @@ impl<B: Backend> World<B> {
         self.down.contains(&id)
     }
 
-    /// The routing version instance `i` routes with.
-    pub fn instance_version(&self, i: usize) -> u32 {
-        self.instances[i].table.version()
-    }
-
     /// The first write of each of these commands to its second placement fails (dual write).
     pub fn inject_faults(&mut self, commands: impl IntoIterator<Item = CommandId>) {
         self.faults.extend(commands);
