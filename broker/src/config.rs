@@ -35,6 +35,16 @@ pub struct BrokerConfig {
     /// Serve Prometheus metrics (partition offsets, consumer lag) over HTTP here; the bound
     /// address is [`crate::Broker::metrics_addr`].
     pub metrics: Option<SocketAddr>,
+    /// With a data directory: partition files kept open at once (`None`: half the process's
+    /// open-files limit); the others are opened when used.
+    pub max_open_files: Option<usize>,
+    /// With a data directory: the segment size of topics without `segment.bytes` (Kafka's
+    /// `log.segment.bytes`).
+    pub log_segment_bytes: u64,
+    /// Kafka's `advertised.listeners`: the host and port clients are told to connect to in
+    /// Metadata and FindCoordinator answers; `None` advertises the address bound (see
+    /// [`BrokerConfig::advertised`]).
+    pub advertised_listener: Option<(String, u16)>,
 }
 
 impl Default for BrokerConfig {
@@ -51,6 +61,57 @@ impl Default for BrokerConfig {
             data_dir: None,
             group_initial_rebalance_delay: Duration::ZERO,
             metrics: None,
+            max_open_files: None,
+            log_segment_bytes: crate::topics::DEFAULT_SEGMENT_BYTES,
+            advertised_listener: None,
         }
+    }
+}
+
+impl BrokerConfig {
+    /// What clients are told to connect to, given the address actually bound: the advertised
+    /// listener when set; else the bound address, except that a wildcard one (0.0.0.0, ::) is no
+    /// address to connect to, so this machine's host name stands in for it, as Kafka does for a
+    /// listener without a host.
+    pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
+        if let Some((host, port)) = &self.advertised_listener {
+            return (host.clone(), *port);
+        }
+        if bound.ip().is_unspecified() {
+            let name = gethostname::gethostname().into_string().unwrap_or_default();
+            let host = if name.is_empty() {
+                "localhost".to_string()
+            } else {
+                name
+            };
+            return (host, bound.port());
+        }
+        (bound.ip().to_string(), bound.port())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_address_is_advertised_by_host_name_and_a_listener_overrides_all() {
+        let config = BrokerConfig::default();
+        let bound: SocketAddr = "127.0.0.1:9092".parse().unwrap();
+        assert_eq!(config.advertised(bound), ("127.0.0.1".to_string(), 9092));
+        let everywhere: SocketAddr = "0.0.0.0:9093".parse().unwrap();
+        let (host, port) = config.advertised(everywhere);
+        assert_eq!(port, 9093);
+        assert!(!host.is_empty() && host != "0.0.0.0", "{host}");
+        let v6: SocketAddr = "[::]:9094".parse().unwrap();
+        assert_ne!(config.advertised(v6).0, "::");
+        let config = BrokerConfig {
+            advertised_listener: Some(("kafka.example".into(), 19092)),
+            ..config
+        };
+        assert_eq!(
+            config.advertised(everywhere),
+            ("kafka.example".to_string(), 19092)
+        );
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Requests on one connection are answered strictly in the order they arrived, as Kafka does and
 //! clients (which pipeline) rely on; a parked fetch therefore delays later requests on its own
-//! connection only.
+//! connection only. Produces waiting for the disk do not stop the reading of the next produces
+//! ([`Answers`]), so that they share a sync.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use crate::answers::{Answers, MAX_QUEUED};
 use crate::handler::{self, Reply};
 use crate::state::BrokerState;
 
@@ -31,10 +33,20 @@ pub async fn serve(
     let (mut reader, mut writer) = stream.into_split();
     let mut buffer = BytesMut::with_capacity(4096);
     let cap = state.config.max_request_bytes;
-    let mut answered: u64 = 0;
+    let mut answers = Answers::default();
     loop {
         let frame = tokio::select! {
-            frame = tokio::time::timeout(MAX_IDLE, read_frame(&mut reader, &mut buffer, cap)) => frame,
+            // Requests already received first: a produce read before the waiting answers'
+            // sync starts is covered by that sync.
+            biased;
+            frame = tokio::time::timeout(MAX_IDLE, read_frame(&mut reader, &mut buffer, cap)),
+                if answers.len() < MAX_QUEUED => frame,
+            () = answers.oldest_known(), if !answers.is_empty() => {
+                if answers.write_known(&mut writer, &state, peer).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             _ = shutdown.cancelled() => return,
         };
         let frame = match frame {
@@ -55,28 +67,26 @@ pub async fn serve(
         };
         let api = protocol::versions::HeaderPrefix::peek(&frame)
             .and_then(|h| kafka_protocol::messages::ApiKey::try_from(h.api_key).ok());
-        match handler::handle(&state, peer, frame).await {
-            Reply::Frame(out) => {
-                if let Some(delay) = api.and_then(|api| state.faults.delay(api)) {
-                    tokio::time::sleep(delay).await;
-                }
-                // One writev for the frame and the stored batches it carries, as the socket
-                // takes them.
-                if let Err(e) = out.write_to(&mut writer).await {
-                    debug!(%peer, "write failed: {e}");
-                    return;
-                }
-                answered += 1;
-                if state.faults.close_after().is_some_and(|n| answered >= n) {
-                    info!(%peer, "closing connection: fault injection after {answered} requests");
-                    return;
-                }
-            }
-            Reply::Silent => {}
-            Reply::Close(reason) => {
-                info!(%peer, "closing connection: {reason}");
-                return;
-            }
+        // Only a produce may be handled while earlier answers wait for the disk.
+        if api != Some(kafka_protocol::messages::ApiKey::Produce)
+            && answers.write_all(&mut writer, &state, peer).await.is_err()
+        {
+            return;
+        }
+        let reply = handler::handle(&state, peer, frame).await;
+        let closing = matches!(reply, Reply::Close(_));
+        answers.push(reply, api);
+        if closing {
+            // Nothing more is read; the answers before the close still go out.
+            let _ = answers.write_all(&mut writer, &state, peer).await;
+            return;
+        }
+        if answers
+            .write_known(&mut writer, &state, peer)
+            .await
+            .is_err()
+        {
+            return;
         }
     }
 }

@@ -19,11 +19,17 @@
 //! ```
 
 mod accept;
+mod answers;
 pub mod config;
 mod connection;
+mod disk_log;
+mod durable;
 pub mod faults;
+mod file_pool;
 pub mod group;
+mod group_commit;
 mod handler;
+mod identity;
 pub mod lag;
 pub mod log;
 mod metrics;
@@ -31,6 +37,8 @@ pub mod producer;
 mod segment;
 mod server;
 mod state;
+mod stored;
+mod topic_store;
 pub mod topics;
 
 pub use config::BrokerConfig;

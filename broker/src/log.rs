@@ -1,19 +1,21 @@
-//! One partition's log: record batches kept in memory exactly as producers sent them, with only
-//! `baseOffset` rewritten, and an offset index over them.
+//! One partition's log: record batches exactly as producers sent them, with only `baseOffset`
+//! rewritten, and an offset index over them.
 //!
 //! Neither append nor read decodes a record: a batch is located by its header, and fetch hands out
 //! the stored bytes. Each partition has its own lock, so produce and fetch on different partitions
-//! never wait for each other. With a data directory, each append is also written to the
-//! partition's [`SegmentFile`] before it becomes visible.
+//! never wait for each other. Without a data directory the batches are kept in memory. With one,
+//! each append is written to the partition's segments ([`DiskLog`]) before it becomes visible,
+//! only the index stays in memory and reads come from the files ([`Stored`]), and an acks=all
+//! produce waits for a sync it shares with the produces waiting at that moment ([`GroupCommit`]).
 //!
 //! With `retention.bytes`, the oldest batches go once the partition holds more, and the log
-//! start offset moves past them. Besides bounding memory, this is what keeps a busy broker fast:
+//! start offset moves past them: in memory batch by batch, with a data directory whole segments
+//! at a time (so a restart starts where the log started). Besides bounding memory, this is what
+//! keeps a busy broker fast:
 //! the memory of dropped batches is reused for new ones, while a log that only grows must have
 //! every new page zeroed by the kernel, which cost half of the broker's time under produce load.
 
 use std::collections::VecDeque;
-use std::io;
-use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
@@ -21,8 +23,10 @@ use parking_lot::Mutex;
 use protocol::batch::{set_base_offset, BatchHeader};
 use tracing::debug;
 
+use crate::disk_log::{DiskLog, Recovered};
+use crate::group_commit::GroupCommit;
 use crate::producer::{SequenceVerdict, SequenceWindows};
-use crate::segment::SegmentFile;
+use crate::stored::{self, Stored};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
@@ -33,6 +37,16 @@ pub struct StoredBatch {
     pub last_offset: i64,
     pub max_timestamp: i64,
     pub data: Bytes,
+}
+
+/// What the index holds of a batch: enough to find it without reading it, and where it is.
+#[derive(Debug, Clone)]
+struct IndexedBatch {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    len: usize,
+    stored: Stored,
 }
 
 /// Log start (earliest readable offset) and log end (next offset to assign, the high watermark of
@@ -63,7 +77,7 @@ pub struct OffsetOutOfRange {
 #[derive(Debug, Default)]
 struct LogState {
     /// In offset order; `batches[i].last_offset < batches[i + 1].base_offset`.
-    batches: VecDeque<StoredBatch>,
+    batches: VecDeque<IndexedBatch>,
     start: i64,
     end: i64,
     /// Sum of stored batch sizes.
@@ -74,22 +88,33 @@ struct LogState {
     /// Retries of idempotent batches answered without appending.
     duplicates_absorbed: u64,
     /// Where appends are written when the broker has a data directory.
-    file: Option<SegmentFile>,
+    disk: Option<DiskLog>,
     /// Kafka's `retention.bytes`; `None` keeps everything.
     retention_bytes: Option<usize>,
 }
 
 impl LogState {
     /// Drops the oldest batches while the log would still hold `retention.bytes` without them,
-    /// the condition on which Kafka deletes a segment (a batch is our segment); the newest batch
-    /// always stays. The data directory's file keeps them: retention applies again on recovery.
+    /// the condition on which Kafka deletes a segment. In memory a batch is a segment and the
+    /// newest batch always stays; on disk whole segments go, and the active one stays.
     fn apply_retention(&mut self) {
         let Some(keep) = self.retention_bytes else {
             return;
         };
-        while self.batches.len() > 1 && self.bytes - self.batches[0].data.len() >= keep {
+        if let Some(disk) = &mut self.disk {
+            if let Some(first) = disk.apply_retention(keep) {
+                while self.batches.front().is_some_and(|b| b.base_offset < first) {
+                    if let Some(oldest) = self.batches.pop_front() {
+                        self.bytes -= oldest.len;
+                    }
+                }
+                self.start = self.start.max(first);
+            }
+            return;
+        }
+        while self.batches.len() > 1 && self.bytes - self.batches[0].len >= keep {
             if let Some(oldest) = self.batches.pop_front() {
-                self.bytes -= oldest.data.len();
+                self.bytes -= oldest.len;
             }
         }
         if let Some(first) = self.batches.front() {
@@ -120,6 +145,9 @@ pub struct PartitionLog {
     state: Mutex<LogState>,
     /// Woken on every append, so a parked fetch answers as soon as data arrives.
     appended: Notify,
+    /// The syncs of acks=all produces, shared by those waiting at the same moment.
+    commit: GroupCommit,
+    on_disk: bool,
 }
 
 impl PartitionLog {
@@ -128,36 +156,44 @@ impl PartitionLog {
         Self::default()
     }
 
-    /// A new, empty log that also writes to `path`.
-    pub fn create_file(path: &Path) -> io::Result<Self> {
-        let log = Self::new();
-        log.state.lock().file = Some(SegmentFile::create(path)?);
-        Ok(log)
+    /// A new, empty log that also writes to `disk`.
+    pub fn on_disk(disk: DiskLog) -> Self {
+        let log = Self {
+            on_disk: true,
+            ..Self::default()
+        };
+        log.state.lock().disk = Some(disk);
+        log
     }
 
-    /// The log stored at `path`, replayed: batches, offsets, and the idempotent producers'
+    /// A log read back from its segments: batches, offsets, and the idempotent producers'
     /// sequence windows, so a retry after a restart is still recognised.
-    pub fn recover(path: &Path) -> io::Result<Self> {
-        let (file, batches) = SegmentFile::open(path)?;
-        let log = Self::new();
+    pub fn recovered(recovered: Recovered) -> Self {
+        let log = Self {
+            on_disk: true,
+            ..Self::default()
+        };
         {
             let mut state = log.state.lock();
-            for (header, data) in batches {
+            for (header, stored) in recovered.batches {
                 if header.producer_id >= 0 {
                     state.sequences.record(&header, header.base_offset);
                 }
-                state.bytes += data.len();
-                state.end = header.last_offset() + 1;
-                state.batches.push_back(StoredBatch {
+                let len = header.total_len() as usize;
+                state.bytes += len;
+                state.batches.push_back(IndexedBatch {
                     base_offset: header.base_offset,
                     last_offset: header.last_offset(),
                     max_timestamp: header.max_timestamp,
-                    data,
+                    len,
+                    stored,
                 });
             }
-            state.file = Some(file);
+            state.start = recovered.start;
+            state.end = recovered.end;
+            state.disk = Some(recovered.disk);
         }
-        Ok(log)
+        log
     }
 
     pub fn offsets(&self) -> LogOffsets {
@@ -187,14 +223,9 @@ impl PartitionLog {
 
     /// Appends a batch already validated by the caller. The bytes are copied once, so the stored
     /// batch does not keep the whole request frame alive. A batch of an idempotent producer is
-    /// first checked against its sequence window. With `sync` (acks=all) a file-backed log
-    /// returns only once the batch is on disk.
-    pub fn append(
-        &self,
-        batch: &[u8],
-        header: &BatchHeader,
-        sync: bool,
-    ) -> Result<Appended, ResponseError> {
+    /// first checked against its sequence window. A file-backed log has written the batch when
+    /// this returns; [`flush`](Self::flush) waits until it is on disk.
+    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<Appended, ResponseError> {
         let mut data = BytesMut::from(batch);
         let idempotent = header.producer_id >= 0;
         let base_offset = {
@@ -214,20 +245,29 @@ impl PartitionLog {
             }
             let base_offset = state.end;
             set_base_offset(&mut data, base_offset);
-            if let Some(file) = &mut state.file {
-                // Written before it is visible: nothing a fetch returned can vanish in a crash.
-                if let Err(e) = file.append(&data, sync) {
-                    tracing::error!(path = %file.path().display(), "partition write failed: {e}");
-                    return Err(ResponseError::KafkaStorageError);
-                }
-            }
+            let len = data.len();
+            let stored = match &mut state.disk {
+                Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
+                // Written before it is visible: nothing a fetch returned can vanish when the
+                // process dies (the kernel has it; acks=all also waits for the disk).
+                Some(disk) => match disk.append(&data, base_offset) {
+                    Ok(stored) => stored,
+                    Err(e) => {
+                        tracing::error!("partition write failed, no more appends: {e}");
+                        disk.failed = true;
+                        return Err(ResponseError::KafkaStorageError);
+                    }
+                },
+                None => Stored::Memory(data.freeze()),
+            };
             let last_offset = base_offset + header.last_offset_delta as i64;
-            state.bytes += data.len();
-            state.batches.push_back(StoredBatch {
+            state.bytes += len;
+            state.batches.push_back(IndexedBatch {
                 base_offset,
                 last_offset,
                 max_timestamp: header.max_timestamp,
-                data: data.freeze(),
+                len,
+                stored,
             });
             state.end = last_offset + 1;
             state.apply_retention();
@@ -238,6 +278,38 @@ impl PartitionLog {
         };
         self.appended.notify_waiters();
         Ok(Appended::New(base_offset))
+    }
+
+    /// Returns once everything appended so far is on disk (at once without a data directory).
+    /// Produces waiting at the same moment share one sync.
+    pub async fn flush(&self) -> Result<(), ResponseError> {
+        let target = match &self.state.lock().disk {
+            None => return Ok(()),
+            Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
+            Some(disk) => disk.written,
+        };
+        let sync_point = || {
+            let state = self.state.lock();
+            let disk = state.disk.as_ref().expect("a flushed log is on disk");
+            disk.sync_point()
+        };
+        self.commit.wait(target, sync_point).await.map_err(|e| {
+            tracing::error!("partition sync failed, no more appends: {e}");
+            if let Some(disk) = &mut self.state.lock().disk {
+                disk.failed = true;
+            }
+            ResponseError::KafkaStorageError
+        })
+    }
+
+    /// True when appends go to a data directory (and acks=all waits for [`flush`](Self::flush)).
+    pub fn is_on_disk(&self) -> bool {
+        self.on_disk
+    }
+
+    /// Syncs issued by [`flush`](Self::flush) so far.
+    pub fn syncs(&self) -> u64 {
+        self.commit.syncs()
     }
 
     /// A future that completes at the next append. Create (and `enable`) it before reading, so an
@@ -255,62 +327,120 @@ impl PartitionLog {
         max_bytes: usize,
         at_least_one: bool,
     ) -> Result<ReadResult, OffsetOutOfRange> {
-        let state = self.state.lock();
-        let offsets = LogOffsets {
-            start: state.start,
-            end: state.end,
-        };
-        if offset < state.start || offset > state.end {
-            return Err(OffsetOutOfRange {
-                requested: offset,
+        let (picked, offsets) = {
+            let state = self.state.lock();
+            let offsets = LogOffsets {
+                start: state.start,
+                end: state.end,
+            };
+            (
+                pick(&state, offset, max_bytes, at_least_one, offsets)?,
                 offsets,
-            });
-        }
-        let first = state.batches.partition_point(|b| b.last_offset < offset);
-        let mut taken = 0;
-        let mut size = 0;
-        for batch in state.batches.range(first..) {
-            if (taken > 0 || !at_least_one) && size + batch.data.len() > max_bytes {
-                break;
+            )
+        };
+        // Read outside the lock: a fetch reading a file never holds up a produce.
+        match stored::load(&picked) {
+            Ok(records) => Ok(ReadResult { records, offsets }),
+            Err(e) => {
+                // Retention deleted the segment between the look-up and the read: the offset
+                // is now before the log start, as the consumer learns.
+                tracing::warn!(offset, "partition read failed: {e}");
+                Err(OffsetOutOfRange {
+                    requested: offset,
+                    offsets: self.offsets(),
+                })
             }
-            size += batch.data.len();
-            taken += 1;
         }
-        let records = state
-            .batches
-            .range(first..first + taken)
-            .map(|batch| batch.data.clone())
-            .collect();
-        Ok(ReadResult { records, offsets })
     }
 
     /// The first batch whose max timestamp reaches `timestamp`: the one that holds the first
     /// record at or after that time (Kafka's time index answers the same question).
     pub fn first_batch_at_or_after(&self, timestamp: i64) -> Option<StoredBatch> {
-        let state = self.state.lock();
-        state
-            .batches
-            .iter()
-            .find(|b| b.max_timestamp >= timestamp)
-            .cloned()
+        let found = {
+            let state = self.state.lock();
+            state
+                .batches
+                .iter()
+                .find(|b| b.max_timestamp >= timestamp)
+                .cloned()
+        };
+        found.and_then(load_one)
     }
 
     /// The batch holding the record with the largest timestamp (the first one on ties).
     pub fn max_timestamp_batch(&self) -> Option<StoredBatch> {
-        let state = self.state.lock();
-        let mut best: Option<&StoredBatch> = None;
-        for batch in &state.batches {
-            if best.is_none_or(|b| batch.max_timestamp > b.max_timestamp) {
-                best = Some(batch);
+        let found = {
+            let state = self.state.lock();
+            let mut best: Option<&IndexedBatch> = None;
+            for batch in &state.batches {
+                if best.is_none_or(|b| batch.max_timestamp > b.max_timestamp) {
+                    best = Some(batch);
+                }
             }
+            best.cloned()
+        };
+        found.and_then(load_one)
+    }
+}
+
+/// The batches a read returns, with their lengths and where they are.
+fn pick(
+    state: &LogState,
+    offset: i64,
+    max_bytes: usize,
+    at_least_one: bool,
+    offsets: LogOffsets,
+) -> Result<Vec<(usize, Stored)>, OffsetOutOfRange> {
+    if offset < state.start || offset > state.end {
+        return Err(OffsetOutOfRange {
+            requested: offset,
+            offsets,
+        });
+    }
+    let first = state.batches.partition_point(|b| b.last_offset < offset);
+    let mut picked = Vec::new();
+    let mut size = 0;
+    for batch in state.batches.range(first..) {
+        if (!picked.is_empty() || !at_least_one) && size + batch.len > max_bytes {
+            break;
         }
-        best.cloned()
+        size += batch.len;
+        picked.push((batch.len, batch.stored.clone()));
+    }
+    Ok(picked)
+}
+
+/// One indexed batch with its bytes; `None` (logged) when its file cannot be read.
+fn load_one(batch: IndexedBatch) -> Option<StoredBatch> {
+    match stored::load(&[(batch.len, batch.stored)]) {
+        Ok(mut data) => Some(StoredBatch {
+            base_offset: batch.base_offset,
+            last_offset: batch.last_offset,
+            max_timestamp: batch.max_timestamp,
+            data: data.pop()?,
+        }),
+        Err(e) => {
+            tracing::warn!(offset = batch.base_offset, "partition read failed: {e}");
+            None
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    impl PartitionLog {
+        /// Bytes of batches held in memory rather than in files.
+        pub(crate) fn resident_bytes(&self) -> usize {
+            let state = self.state.lock();
+            let in_memory = state.batches.iter().filter_map(|b| match &b.stored {
+                Stored::Memory(data) => Some(data.len()),
+                Stored::File { .. } => None,
+            });
+            in_memory.sum()
+        }
+    }
 
     /// A minimal valid header for `count` records; the log never reads past the header.
     fn batch(count: i32, max_timestamp: i64, filler: usize) -> (Vec<u8>, BatchHeader) {
@@ -325,11 +455,11 @@ mod tests {
         (bytes, header)
     }
 
-    fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
+    pub(crate) fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
         let (mut bytes, _) = batch(count, ts, filler);
         bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
         let header = BatchHeader::parse(&bytes).unwrap();
-        log.append(&bytes, &header, false).unwrap().base_offset()
+        log.append(&bytes, &header).unwrap().base_offset()
     }
 
     #[test]
@@ -339,11 +469,8 @@ mod tests {
         let (mut bytes, _) = batch(3, 10, 0);
         bytes[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id 5, epoch 0, sequence 0
         let header = BatchHeader::parse(&bytes).unwrap();
-        assert_eq!(log.append(&bytes, &header, false), Ok(Appended::New(2)));
-        assert_eq!(
-            log.append(&bytes, &header, false),
-            Ok(Appended::Duplicate(2))
-        );
+        assert_eq!(log.append(&bytes, &header), Ok(Appended::New(2)));
+        assert_eq!(log.append(&bytes, &header), Ok(Appended::Duplicate(2)));
         assert_eq!(log.offsets().end, 5);
         assert_eq!(log.duplicates_absorbed(), 1);
     }

@@ -1,6 +1,8 @@
 //! `broker`: run a Kafka-protocol broker until Ctrl-C or SIGTERM.
 
+use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 
 use broker::{Broker, BrokerConfig};
@@ -14,9 +16,15 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
-    /// Address to listen on. Loopback by default; port 0 picks a free port.
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    listen: SocketAddr,
+    /// Address to listen on, HOST:PORT (a host name is resolved). Loopback by default; port 0
+    /// picks a free port.
+    #[arg(long, default_value = "127.0.0.1:9092", value_name = "HOST:PORT")]
+    listen: String,
+    /// The HOST:PORT clients are told to connect to (Kafka's advertised.listeners), when it is
+    /// not the listen address: behind NAT or port forwarding, or with --listen 0.0.0.0:PORT,
+    /// which otherwise advertises this machine's host name.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_host_port)]
+    advertised_listener: Option<(String, u16)>,
     /// Partitions of auto-created topics and of topics created with -1 partitions.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=10_000))]
     default_partitions: i32,
@@ -45,6 +53,15 @@ struct Args {
     /// group.initial.rebalance.delay.ms; Kafka's own default is 3000).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     group_initial_rebalance_delay_ms: u64,
+    /// With --data-dir: partition files kept open at once; others are opened when used
+    /// [default: half the open-files limit]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_files: Option<u64>,
+    /// With --data-dir: segment size of topics without segment.bytes (Kafka's
+    /// log.segment.bytes; retention.bytes deletes whole segments)
+    #[arg(long, value_name = "BYTES", default_value_t = broker::topics::DEFAULT_SEGMENT_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    log_segment_bytes: u64,
 }
 
 fn main() -> ExitCode {
@@ -53,6 +70,8 @@ fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
+        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
     let args = Args::parse();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -66,35 +85,121 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> ExitCode {
+    let listen = match resolve(&args.listen).await {
+        Ok(listen) => listen,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(dir) = &args.data_dir {
+        // Checked before anything else, so its error names the directory, not the port.
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("error: {}", data_dir_failure(dir, &e));
+            return ExitCode::from(2);
+        }
+    }
     let config = BrokerConfig {
-        listen: args.listen,
+        listen,
         default_partitions: args.default_partitions,
         auto_create_topics: args.auto_create_topics,
         max_request_bytes: args.max_request_bytes,
         max_message_bytes: args.max_message_bytes,
         faults: args.faults,
-        data_dir: args.data_dir,
+        data_dir: args.data_dir.clone(),
         metrics: args.metrics,
         group_initial_rebalance_delay: std::time::Duration::from_millis(
             args.group_initial_rebalance_delay_ms,
         ),
+        max_open_files: args.max_open_files.map(|n| n as usize),
+        log_segment_bytes: args.log_segment_bytes,
+        advertised_listener: args.advertised_listener,
         ..BrokerConfig::default()
     };
+    let advertised = config.clone();
     let broker = match Broker::start(config).await {
         Ok(broker) => broker,
         Err(e) => {
-            eprintln!(
-                "error: cannot start on {}: {e} (another broker on that port? pick another, or 127.0.0.1:0 for a free one; a data directory that cannot be read? check --data-dir)",
-                args.listen
-            );
+            let failure = start_failure(&args.listen, listen, args.data_dir.as_deref(), &e);
+            eprintln!("error: {failure}");
             return ExitCode::from(2);
         }
     };
+    let (host, port) = advertised.advertised(broker.addr());
+    tracing::info!("clients are told to connect to {host}:{port}");
     // The one line on stdout: scripts and tests read the bound address from its last word.
     println!("broker listening on {}", broker.addr());
     wait_for_signal().await;
     broker.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// `--listen`: an address, or a host name and a port (the first IPv4 address it resolves to,
+/// else the first address).
+async fn resolve(listen: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = listen.parse() {
+        return Ok(addr);
+    }
+    let (host, _) = parse_host_port(listen).map_err(|e| format!("--listen {listen}: {e}"))?;
+    let found: Vec<SocketAddr> = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|e| format!("--listen {listen}: the name {host} does not resolve ({e})"))?
+        .collect();
+    found
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(found.first())
+        .copied()
+        .ok_or_else(|| format!("--listen {listen}: the name {host} resolves to no address"))
+}
+
+/// HOST:PORT with a port number; brackets allowed around an IPv6 host.
+fn parse_host_port(text: &str) -> Result<(String, u16), String> {
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("'{text}' is not HOST:PORT"));
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("'{port}' in '{text}' is not a port number"))?;
+    if host.is_empty() {
+        return Err(format!("'{text}' has no host before the port"));
+    }
+    Ok((host.to_string(), port))
+}
+
+/// Why the broker did not start, with the hint for that cause: the listen address, or the data
+/// directory (whose first check, in `run`, already passed).
+fn start_failure(listen: &str, addr: SocketAddr, data_dir: Option<&Path>, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::AddrInUse => format!(
+            "cannot listen on {listen}: {e} (another broker on that port? pick another, or \
+             127.0.0.1:0 for a free one)"
+        ),
+        io::ErrorKind::AddrNotAvailable => format!(
+            "cannot listen on {listen}: {e} (not an address of this machine: try 127.0.0.1 or \
+             0.0.0.0)"
+        ),
+        io::ErrorKind::PermissionDenied if data_dir.is_none() || addr.port() < 1024 => format!(
+            "cannot listen on {listen}: {e} (ports below 1024 need privileges: pick a higher one)"
+        ),
+        _ => match data_dir {
+            Some(dir) => data_dir_failure(dir, e),
+            None => format!("cannot start on {listen}: {e}"),
+        },
+    }
+}
+
+fn data_dir_failure(dir: &Path, e: &io::Error) -> String {
+    let hint = match e.kind() {
+        io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
+            "a file is in the way: give a directory, or a path to create one at"
+        }
+        io::ErrorKind::PermissionDenied => "check its permissions, or give another directory",
+        io::ErrorKind::StorageFull => "the disk is full",
+        _ => "check what it holds, or give another directory",
+    };
+    format!("cannot use --data-dir {}: {e} ({hint})", dir.display())
 }
 
 async fn wait_for_signal() {

@@ -7,11 +7,15 @@
 //! Five is also why producers keep at most five requests in flight per partition.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::io;
+use std::path::{Path, PathBuf};
 
 use dashmap::DashMap;
 use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
 use protocol::batch::BatchHeader;
+
+use crate::identity::{producer_id_high_water, record_producer_id_high_water};
 
 /// Kafka's `NUM_BATCHES_TO_RETAIN`.
 pub const RETAINED_BATCHES: usize = 5;
@@ -107,22 +111,57 @@ impl SequenceWindows {
     }
 }
 
+/// Kafka's `ProducerIdManager` block size: ids are recorded on disk a thousand at a time.
+pub const ID_BLOCK: i64 = 1000;
+
+/// The ids that may be handed out without writing to disk first: `next..end`.
+#[derive(Debug)]
+struct IdBlock {
+    next: i64,
+    end: i64,
+    /// Where the end of each new block is recorded; `None` in memory.
+    data_dir: Option<PathBuf>,
+}
+
+impl Default for IdBlock {
+    fn default() -> Self {
+        Self {
+            next: 0,
+            end: i64::MAX,
+            data_dir: None,
+        }
+    }
+}
+
 /// Allocates producer ids and keeps the epoch of each transactional id, the fencing token that
 /// lets a restarted instance shut out its zombie predecessor.
 #[derive(Debug, Default)]
 pub struct ProducerIds {
-    next_id: AtomicI64,
+    block: Mutex<IdBlock>,
     by_transactional_id: DashMap<String, (i64, i16)>,
     /// The newest epoch handed out for each producer id of a transactional id.
     current_epoch: DashMap<i64, i16>,
 }
 
 impl ProducerIds {
+    /// Ids that continue after every id a previous run of `dir` may have handed out.
+    pub fn persisted(dir: &Path) -> io::Result<Self> {
+        let high_water = producer_id_high_water(dir)?;
+        Ok(Self {
+            block: Mutex::new(IdBlock {
+                next: high_water,
+                end: high_water,
+                data_dir: Some(dir.to_path_buf()),
+            }),
+            ..Self::default()
+        })
+    }
+
     /// InitProducerId: a fresh id at epoch 0 without a transactional id; with one, the same id at
     /// the next epoch (a new id once the epoch would overflow, as Kafka does).
     pub fn init(&self, transactional_id: Option<&str>) -> Result<(i64, i16), ResponseError> {
         let Some(transactional_id) = transactional_id else {
-            return Ok((self.allocate(), 0));
+            return Ok((self.allocate()?, 0));
         };
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
@@ -130,10 +169,10 @@ impl ProducerIds {
         let mut slot = self
             .by_transactional_id
             .entry(transactional_id.to_string())
-            .or_insert_with(|| (self.allocate(), -1));
+            .or_try_insert_with(|| Ok((self.allocate()?, -1)))?;
         let (id, epoch) = *slot;
         let next = if epoch == i16::MAX - 1 {
-            (self.allocate(), 0)
+            (self.allocate()?, 0)
         } else {
             (id, epoch + 1)
         };
@@ -142,8 +181,23 @@ impl ProducerIds {
         Ok(next)
     }
 
-    fn allocate(&self) -> i64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+    /// The next id; when the block is used up, the next block's end is on disk first.
+    fn allocate(&self) -> Result<i64, ResponseError> {
+        let mut block = self.block.lock();
+        if block.next == block.end {
+            if let Some(dir) = &block.data_dir {
+                let end = block.end + ID_BLOCK;
+                if let Err(e) = record_producer_id_high_water(dir, end) {
+                    tracing::error!("cannot record a new block of producer ids: {e}");
+                    // Retriable for the client, as Kafka's answer while a block is unavailable.
+                    return Err(ResponseError::CoordinatorNotAvailable);
+                }
+                block.end = end;
+            }
+        }
+        let id = block.next;
+        block.next += 1;
+        Ok(id)
     }
 
     /// True when a newer epoch of this producer id has been handed out: the writer is a zombie.
@@ -277,5 +331,24 @@ mod tests {
         assert!(ids.is_fenced(2, 0));
         assert!(!ids.is_fenced(2, 1));
         assert!(!ids.is_fenced(0, 0));
+    }
+
+    #[test]
+    fn persisted_ids_continue_past_every_block_a_previous_run_recorded() {
+        let dir = std::env::temp_dir().join(format!("producer-ids-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = ProducerIds::persisted(&dir).unwrap();
+        assert_eq!(first.init(None), Ok((0, 0)));
+        assert_eq!(first.init(None), Ok((1, 0)));
+        // A restart (clean or not) starts at the next block, never at 2.
+        let second = ProducerIds::persisted(&dir).unwrap();
+        assert_eq!(second.init(None), Ok((ID_BLOCK, 0)));
+        for expected in ID_BLOCK + 1..2 * ID_BLOCK + 1 {
+            assert_eq!(second.init(None).unwrap().0, expected);
+        }
+        let third = ProducerIds::persisted(&dir).unwrap();
+        assert_eq!(third.init(None), Ok((3 * ID_BLOCK, 0)));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,93 +1,176 @@
-//! A partition's log on disk (`--data-dir`): the stored batches, back to back, in one file.
+//! A partition's log on disk (`--data-dir`): segment files `<partition>-<base offset>.log`, each
+//! holding stored batches back to back, exactly as fetch serves them.
 //!
-//! The bytes are exactly what fetch serves (batches with their assigned base offsets), so a
-//! restart replays the file through the same header view the broker validates produces with. A
-//! kill -9 can leave a torn last batch; it was never acknowledged with `acks=all` (those are
-//! synced before the answer), so replay cuts the file back to the last whole, CRC-valid batch.
+//! Recovery reads each segment through the same header view and CRC check the broker validates
+//! produces with. What it cannot read is never deleted, with one exception: a kill -9 or power
+//! loss can tear the last write of the last segment, and that tail was never acknowledged with
+//! `acks=all` (synced before the answer), so it is cut. A damaged region followed by readable
+//! batches is corruption, not a torn write: the file is kept as it is, and the batches on both
+//! sides of the damage are served (its offsets are a gap, as a compacted log has).
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::fs::OpenOptions;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
 
-use bytes::Bytes;
-use protocol::batch::{split_batches, validate_single_batch, BatchHeader};
-use tracing::warn;
+use protocol::batch::{validate_single_batch, BatchHeader, HEADER_LEN};
 
-#[derive(Debug)]
-pub struct SegmentFile {
-    file: File,
-    path: PathBuf,
+use crate::file_pool::{FilePool, FileSlot};
+
+/// The name of partition `partition`'s segment starting at `base_offset`. Twenty digits, as
+/// Kafka's, so that names sort as offsets do.
+pub fn file_name(partition: i32, base_offset: i64) -> String {
+    format!("{partition}-{base_offset:020}.log")
 }
 
-impl SegmentFile {
-    /// A new, empty file (an existing one is emptied: the topic is new).
-    pub fn create(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .create(true)
+/// `(partition, base offset)` of a segment file name.
+pub fn parse_file_name(name: &str) -> Option<(i32, i64)> {
+    let (partition, base) = name.strip_suffix(".log")?.split_once('-')?;
+    if base.len() != 20 {
+        return None;
+    }
+    Some((partition.parse().ok()?, base.parse().ok()?))
+}
+
+#[derive(Debug)]
+pub struct Segment {
+    pub base_offset: i64,
+    pub slot: Arc<FileSlot>,
+    /// Bytes in the file; the next append goes here.
+    pub size: u64,
+}
+
+impl Segment {
+    /// A new, empty segment file in `dir`; an existing file is never replaced (nor emptied).
+    pub fn create(
+        pool: &Arc<FilePool>,
+        dir: &Path,
+        partition: i32,
+        base_offset: i64,
+    ) -> io::Result<Self> {
+        let path = dir.join(file_name(partition, base_offset));
+        OpenOptions::new()
             .write(true)
-            .truncate(true)
-            .open(path)?;
+            .create_new(true)
+            .open(&path)?;
         Ok(Self {
-            file,
-            path: path.to_path_buf(),
+            base_offset,
+            slot: FileSlot::new(pool, path),
+            size: 0,
         })
     }
 
-    /// Opens an existing file and returns its whole batches in order, cutting off anything after
-    /// the last valid one.
-    pub fn open(path: &Path) -> io::Result<(Self, Vec<(BatchHeader, Bytes)>)> {
-        let mut content = Vec::new();
-        File::open(path)?.read_to_end(&mut content)?;
-        let content = Bytes::from(content);
-        let mut batches = Vec::new();
-        let mut valid_len = 0;
-        for (_, batch) in split_batches(content.clone()) {
-            let Ok(header) = validate_single_batch(&batch) else {
-                break;
-            };
-            valid_len += batch.len();
-            batches.push((header, batch));
+    /// An existing segment file of `size` bytes.
+    pub fn existing(pool: &Arc<FilePool>, path: &Path, base_offset: i64, size: u64) -> Self {
+        Self {
+            base_offset,
+            slot: FileSlot::new(pool, path.to_path_buf()),
+            size,
         }
-        let file = OpenOptions::new().append(true).open(path)?;
-        if valid_len < content.len() {
-            warn!(
-                path = %path.display(),
-                kept = valid_len,
-                dropped = content.len() - valid_len,
-                "cutting a torn or corrupt tail from a partition file"
-            );
-            file.set_len(valid_len as u64)?;
-        }
-        Ok((
-            Self {
-                file,
-                path: path.to_path_buf(),
-            },
-            batches,
-        ))
     }
 
-    /// Appends one stored batch; with `sync`, returns only once it is on disk.
-    pub fn append(&mut self, batch: &[u8], sync: bool) -> io::Result<()> {
-        self.file.write_all(batch)?;
-        if sync {
-            self.file.sync_data()?;
-        }
+    /// Writes one stored batch at the end. A failed write leaves `size` where it was, so the
+    /// next append overwrites whatever part of it reached the file.
+    pub fn append(&mut self, batch: &[u8]) -> io::Result<()> {
+        self.slot.file()?.write_all_at(batch, self.size)?;
+        self.size += batch.len() as u64;
         Ok(())
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn sync(&self) -> io::Result<()> {
+        self.slot.file()?.sync_data()
     }
+
+    /// Cuts the file back to `len` bytes (a torn tail).
+    pub fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.slot.file()?.set_len(len)?;
+        self.size = len;
+        Ok(())
+    }
+
+    /// Removes the file (retention).
+    pub fn delete(self) -> io::Result<()> {
+        self.slot.close();
+        std::fs::remove_file(self.slot.path())
+    }
+}
+
+/// What recovery found in one segment's bytes.
+#[derive(Debug, Default)]
+pub struct Scanned {
+    /// The readable batches, in order, with their positions in the content.
+    pub batches: Vec<(BatchHeader, u64)>,
+    /// Byte ranges that do not hold a readable batch, with readable batches after them.
+    pub damaged: Vec<Range<u64>>,
+    /// Where an unreadable tail begins: nothing readable follows it.
+    pub unreadable_tail: Option<u64>,
+}
+
+/// Reads a segment's `content`, whose first batch must not start before `next_offset`.
+pub fn scan(content: &[u8], mut next_offset: i64) -> Scanned {
+    let mut scanned = Scanned::default();
+    let mut at = 0;
+    while at < content.len() {
+        if let Some(header) = batch_at(content, at, next_offset, None) {
+            let len = header.total_len() as usize;
+            next_offset = header.last_offset() + 1;
+            scanned.batches.push((header, at as u64));
+            at += len;
+            continue;
+        }
+        match resync(content, at, next_offset) {
+            Some(next) => {
+                scanned.damaged.push(at as u64..next as u64);
+                at = next;
+            }
+            None => {
+                scanned.unreadable_tail = Some(at as u64);
+                break;
+            }
+        }
+    }
+    scanned
+}
+
+/// The header of a whole, CRC-valid batch at `at` starting at or after `next_offset` (and, when
+/// resynchronising, at most `max_gap` offsets after it).
+fn batch_at(
+    content: &[u8],
+    at: usize,
+    next_offset: i64,
+    max_gap: Option<i64>,
+) -> Option<BatchHeader> {
+    let rest = &content[at..];
+    let header = BatchHeader::parse(rest).ok()?;
+    let len = usize::try_from(header.total_len()).ok()?;
+    if len < HEADER_LEN || len > rest.len() || header.base_offset < next_offset {
+        return None;
+    }
+    if max_gap.is_some_and(|gap| header.base_offset - next_offset > gap) {
+        return None;
+    }
+    validate_single_batch(&rest[..len]).ok()
+}
+
+/// The position of the first readable batch after the unreadable one at `from`. Every record
+/// takes more than one byte, so a batch found `n` bytes further on cannot start more than `n`
+/// offsets later: that bound, the magic byte and the CRC keep a false match out.
+fn resync(content: &[u8], from: usize, next_offset: i64) -> Option<usize> {
+    (from + 1..content.len().saturating_sub(HEADER_LEN - 1))
+        .filter(|&at| content[at + 16] == 2)
+        .find(|&at| batch_at(content, at, next_offset, Some((at - from) as i64)).is_some())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn batch_bytes(count: i32) -> Vec<u8> {
-        let mut bytes = vec![0u8; protocol::batch::HEADER_LEN];
+    fn batch_bytes(base_offset: i64, count: i32) -> Vec<u8> {
+        let mut bytes = vec![0u8; HEADER_LEN + 10];
         let len = bytes.len() as i32 - 12;
+        bytes[..8].copy_from_slice(&base_offset.to_be_bytes());
         bytes[8..12].copy_from_slice(&len.to_be_bytes());
         bytes[16] = 2;
         bytes[23..27].copy_from_slice(&(count - 1).to_be_bytes());
@@ -97,20 +180,40 @@ mod tests {
         bytes
     }
 
+    fn offsets(scanned: &Scanned) -> Vec<i64> {
+        scanned.batches.iter().map(|(h, _)| h.base_offset).collect()
+    }
+
     #[test]
-    fn replays_whole_batches_and_cuts_a_torn_tail() {
-        let dir = std::env::temp_dir().join(format!("segment-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("0.log");
-        let mut file = SegmentFile::create(&path).unwrap();
-        file.append(&batch_bytes(2), true).unwrap();
-        file.append(&batch_bytes(3), false).unwrap();
-        file.append(&batch_bytes(1)[..30], false).unwrap(); // a write cut short by kill -9
-        drop(file);
-        let (_, batches) = SegmentFile::open(&path).unwrap();
-        let counts: Vec<i32> = batches.iter().map(|(h, _)| h.record_count).collect();
-        assert_eq!(counts, vec![2, 3]);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * 61);
-        std::fs::remove_dir_all(&dir).unwrap();
+    fn a_torn_last_write_is_an_unreadable_tail() {
+        let mut content = batch_bytes(0, 2);
+        content.extend(batch_bytes(2, 3));
+        content.extend(&batch_bytes(5, 1)[..30]);
+        let scanned = scan(&content, 0);
+        assert_eq!(offsets(&scanned), vec![0, 2]);
+        assert!(scanned.damaged.is_empty());
+        assert_eq!(scanned.unreadable_tail, Some(2 * 71));
+    }
+
+    #[test]
+    fn damage_in_the_middle_is_skipped_whether_or_not_its_length_survived() {
+        for flipped in [20, 9] {
+            let mut content = batch_bytes(0, 2);
+            content.extend(batch_bytes(2, 3));
+            content.extend(batch_bytes(5, 1));
+            content[71 + flipped] ^= 0x40; // in the attributes (CRC) or the length field
+            let scanned = scan(&content, 0);
+            assert_eq!(offsets(&scanned), vec![0, 5], "flipped byte {flipped}");
+            assert_eq!(scanned.damaged, vec![71..142]);
+            assert_eq!(scanned.unreadable_tail, None);
+        }
+    }
+
+    #[test]
+    fn segment_names_sort_as_offsets() {
+        assert_eq!(file_name(3, 42), "3-00000000000000000042.log");
+        assert_eq!(parse_file_name("3-00000000000000000042.log"), Some((3, 42)));
+        assert_eq!(parse_file_name("3.log"), None);
+        assert_eq!(parse_file_name("3-42.log"), None);
     }
 }

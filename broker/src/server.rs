@@ -16,9 +16,10 @@ use crate::faults::Faults;
 use crate::group::offsets_log::OffsetsLog;
 use crate::group::state::Timing;
 use crate::group::GroupCoordinator;
+use crate::identity;
 use crate::producer::ProducerIds;
 use crate::state::BrokerState;
-use crate::topics::Topics;
+use crate::topics::{StorageConfig, Topics};
 
 /// Committed offsets in the data directory. '@' is not allowed in topic names, so no topic's
 /// folder can collide with it.
@@ -50,15 +51,29 @@ impl Broker {
             initial_rebalance_delay: config.group_initial_rebalance_delay,
             ..Timing::default()
         };
+        if let Some(dir) = &config.data_dir {
+            std::fs::create_dir_all(dir)?;
+        }
+        let storage = StorageConfig {
+            max_open_files: config.max_open_files,
+            segment_bytes: config.log_segment_bytes,
+        };
+        let (advertised_host, advertised_port) = config.advertised(addr);
         let state = Arc::new(BrokerState {
-            advertised_host: addr.ip().to_string(),
-            advertised_port: addr.port() as i32,
-            cluster_id: format!("workshop-{}", uuid::Uuid::new_v4().simple()),
+            advertised_host,
+            advertised_port: i32::from(advertised_port),
+            cluster_id: match &config.data_dir {
+                Some(dir) => identity::cluster_id(dir)?,
+                None => identity::new_cluster_id(),
+            },
             topics: match &config.data_dir {
-                Some(dir) => Topics::open(dir)?,
+                Some(dir) => Topics::open(dir, storage)?,
                 None => Topics::default(),
             },
-            producer_ids: ProducerIds::default(),
+            producer_ids: match &config.data_dir {
+                Some(dir) => ProducerIds::persisted(dir)?,
+                None => ProducerIds::default(),
+            },
             faults,
             groups: {
                 let groups = GroupCoordinator::new(group_timing, shutdown.child_token());

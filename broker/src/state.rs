@@ -11,7 +11,7 @@ use crate::topics::Topics;
 #[derive(Debug)]
 pub struct BrokerState {
     pub config: BrokerConfig,
-    /// The host and port clients are told to connect to: the address actually bound.
+    /// The host and port clients are told to connect to ([`crate::BrokerConfig::advertised`]).
     pub advertised_host: String,
     pub advertised_port: i32,
     /// Kafka's cluster ids are 22-character base64 UUIDs; any stable string works for clients.

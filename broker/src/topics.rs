@@ -3,9 +3,9 @@
 //! Lookups take a shard of a concurrent map and a per-topic read lock for a moment; the partition
 //! list is only written when partitions are added, so produce and fetch never serialise on it.
 //!
-//! With a data directory each topic is a folder `DIR/<topic>/` holding `topic.meta` (its id and
-//! configs) and one `<partition>.log` per partition. Topic names pass Kafka's validation before
-//! they become folder names, so none can climb out of the directory.
+//! With a data directory each topic is a folder `DIR/<topic>/` ([`crate::topic_store`]): its
+//! id, partition count and configs, and each partition's segments. Topic names pass Kafka's
+//! validation before they become folder names, so none can climb out of the directory.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -18,7 +18,10 @@ use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use uuid::Uuid;
 
+use crate::disk_log::DiskLog;
+use crate::file_pool::FilePool;
 use crate::log::PartitionLog;
+use crate::topic_store::{self, SegmentPolicy, TopicMeta};
 
 /// Kafka's upper bound on partitions a request may create in one go would be far above anything
 /// useful here; this keeps a typo from allocating millions of logs.
@@ -48,32 +51,37 @@ impl Topic {
     }
 }
 
-const META_FILE: &str = "topic.meta";
-
-fn partition_path(topic_dir: &Path, index: i32) -> PathBuf {
-    topic_dir.join(format!("{index}.log"))
+/// In-memory logs for `count` partitions.
+fn memory_logs(count: i32, retention_bytes: Option<usize>) -> Vec<Arc<PartitionLog>> {
+    (0..count)
+        .map(|_| {
+            let log = PartitionLog::new();
+            log.set_retention_bytes(retention_bytes);
+            Arc::new(log)
+        })
+        .collect()
 }
 
-/// Logs for partitions `from..to`, backed by files in `topic_dir` when there is one.
-fn new_logs(
-    topic_dir: Option<&Path>,
-    from: i32,
-    to: i32,
-    retention_bytes: Option<usize>,
-) -> io::Result<Vec<Arc<PartitionLog>>> {
-    (from..to)
-        .map(|index| {
-            let log = match topic_dir {
-                Some(dir) => PartitionLog::create_file(&partition_path(dir, index))?,
-                None => PartitionLog::new(),
-            };
+fn disk_logs(disks: Vec<DiskLog>, retention_bytes: Option<usize>) -> Vec<Arc<PartitionLog>> {
+    disks
+        .into_iter()
+        .map(|disk| {
+            let log = PartitionLog::on_disk(disk);
             log.set_retention_bytes(retention_bytes);
-            Ok(Arc::new(log))
+            Arc::new(log)
         })
         .collect()
 }
 
 const RETENTION_BYTES: &str = "retention.bytes";
+const SEGMENT_BYTES: &str = "segment.bytes";
+
+/// Kafka's `log.segment.bytes` is 1 GiB; a workshop's disk is smaller.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+/// A topic with `retention.bytes` and no `segment.bytes` gets segments of a quarter of its
+/// retention (at least this), so its disk holds about 1.25 times the retention rather than a
+/// whole default segment more.
+const MIN_DERIVED_SEGMENT_BYTES: u64 = 1 << 20;
 
 /// The topic's `retention.bytes`: `None` when absent or negative (Kafka's -1 keeps everything).
 fn retention_bytes(configs: &BTreeMap<String, String>) -> Result<Option<usize>, TopicError> {
@@ -89,48 +97,43 @@ fn retention_bytes(configs: &BTreeMap<String, String>) -> Result<Option<usize>, 
     Ok(usize::try_from(bytes).ok())
 }
 
-fn write_meta(dir: &Path, id: Uuid, configs: &BTreeMap<String, String>) -> io::Result<()> {
-    let mut meta = format!("id={id}\n");
-    for (key, value) in configs {
-        meta.push_str(&format!("config.{key}={value}\n"));
-    }
-    std::fs::write(dir.join(META_FILE), meta)
+/// The topic's segment size and retention, from its configs and the broker's default.
+fn segment_policy(
+    configs: &BTreeMap<String, String>,
+    default_segment_bytes: u64,
+) -> Result<SegmentPolicy, TopicError> {
+    let retention_bytes = retention_bytes(configs)?;
+    let segment_bytes = match configs.get(SEGMENT_BYTES) {
+        Some(value) => value
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|bytes| *bytes > 0)
+            .ok_or_else(|| {
+                TopicError::new(
+                    ResponseError::InvalidConfig,
+                    format!("Invalid value {value} for configuration {SEGMENT_BYTES}: Not a positive number of type LONG"),
+                )
+            })?,
+        None => match retention_bytes {
+            Some(keep) => (keep as u64 / 4)
+                .max(MIN_DERIVED_SEGMENT_BYTES)
+                .min(default_segment_bytes),
+            None => default_segment_bytes,
+        },
+    };
+    Ok(SegmentPolicy {
+        segment_bytes,
+        retention_bytes,
+    })
 }
 
-/// Reads back a topic folder written by [`Topics::create`].
-fn load_topic(name: String, dir: &Path) -> io::Result<Topic> {
-    let meta = std::fs::read_to_string(dir.join(META_FILE))?;
-    let mut id = None;
-    let mut configs = BTreeMap::new();
-    for line in meta.lines() {
-        match line.split_once('=') {
-            Some(("id", value)) => id = value.parse().ok(),
-            Some((key, value)) if key.starts_with("config.") => {
-                configs.insert(key["config.".len()..].to_string(), value.to_string());
-            }
-            _ => {}
-        }
-    }
-    let id =
-        id.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "topic.meta has no id"))?;
-    let retention =
-        retention_bytes(&configs).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let mut partitions = Vec::new();
-    loop {
-        let path = partition_path(dir, partitions.len() as i32);
-        if !path.exists() {
-            break;
-        }
-        let log = PartitionLog::recover(&path)?;
-        log.set_retention_bytes(retention);
-        partitions.push(Arc::new(log));
-    }
-    Ok(Topic {
-        name,
-        id,
-        configs,
-        partitions: RwLock::new(partitions),
-    })
+/// Where and how topics are stored with a data directory.
+#[derive(Debug)]
+struct Store {
+    dir: PathBuf,
+    pool: Arc<FilePool>,
+    default_segment_bytes: u64,
 }
 
 fn storage_error(e: io::Error) -> TopicError {
@@ -173,39 +176,59 @@ pub struct NewTopic {
     pub configs: BTreeMap<String, String>,
 }
 
+/// How partitions are kept on disk.
+#[derive(Debug, Clone, Copy)]
+pub struct StorageConfig {
+    /// Partition files kept open at once; `None`: half the open-files limit.
+    pub max_open_files: Option<usize>,
+    /// Segment size of topics without `segment.bytes` (Kafka's `log.segment.bytes`).
+    pub segment_bytes: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct Topics {
     by_name: DashMap<String, Arc<Topic>>,
     /// Where topics are stored; `None` keeps everything in memory.
-    data_dir: Option<PathBuf>,
+    store: Option<Store>,
 }
 
 impl Topics {
-    /// The topics stored under `dir` (created if missing), each partition replayed from disk.
-    pub fn open(dir: &Path) -> io::Result<Topics> {
+    /// The topics stored under `dir` (created if missing), each partition replayed from disk;
+    /// a topic that cannot be read is quarantined rather than failing the start.
+    pub fn open(dir: &Path, storage: StorageConfig) -> io::Result<Topics> {
         std::fs::create_dir_all(dir)?;
-        let topics = Topics {
-            by_name: DashMap::new(),
-            data_dir: Some(dir.to_path_buf()),
+        let store = Store {
+            dir: dir.to_path_buf(),
+            pool: FilePool::new(storage.max_open_files),
+            default_segment_bytes: storage.segment_bytes,
         };
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
+        let policy = |meta: &TopicMeta| {
+            segment_policy(&meta.configs, store.default_segment_bytes).map_err(|e| e.message)
+        };
+        let by_name = DashMap::new();
+        for (name, loaded) in topic_store::load_all(dir, &store.pool, policy)? {
+            let retention = retention_bytes(&loaded.meta.configs).ok().flatten();
+            let partitions = loaded
+                .partitions
+                .into_iter()
+                .map(|recovered| {
+                    let log = PartitionLog::recovered(recovered);
+                    log.set_retention_bytes(retention);
+                    Arc::new(log)
+                })
+                .collect();
+            let topic = Topic {
+                name: name.clone(),
+                id: loaded.meta.id,
+                configs: loaded.meta.configs,
+                partitions: RwLock::new(partitions),
             };
-            if !entry.file_type()?.is_dir() || protocol::names::validate_topic_name(&name).is_err()
-            {
-                continue;
-            }
-            let topic = load_topic(name.clone(), &entry.path())
-                .map_err(|e| io::Error::new(e.kind(), format!("topic {name}: {e}")))?;
-            topics.by_name.insert(name, Arc::new(topic));
+            by_name.insert(name, Arc::new(topic));
         }
-        Ok(topics)
-    }
-
-    fn topic_dir(&self, name: &str) -> Option<PathBuf> {
-        self.data_dir.as_ref().map(|dir| dir.join(name))
+        Ok(Topics {
+            by_name,
+            store: Some(store),
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
@@ -247,7 +270,7 @@ impl Topics {
                 ),
             ));
         }
-        let retention = retention_bytes(&new.configs)?;
+        let policy = segment_policy(&new.configs, DEFAULT_SEGMENT_BYTES)?;
         match self.by_name.entry(new.name.clone()) {
             Entry::Occupied(_) => Err(TopicError::new(
                 ResponseError::TopicAlreadyExists,
@@ -255,14 +278,21 @@ impl Topics {
             )),
             Entry::Vacant(slot) => {
                 let id = Uuid::new_v4();
-                let dir = self.topic_dir(&new.name).filter(|_| !validate_only);
-                if let Some(dir) = &dir {
-                    std::fs::create_dir_all(dir)
-                        .and_then(|()| write_meta(dir, id, &new.configs))
-                        .map_err(storage_error)?;
-                }
-                let partitions = new_logs(dir.as_deref(), 0, new.partitions, retention)
-                    .map_err(storage_error)?;
+                let partitions = match &self.store {
+                    Some(store) if !validate_only => {
+                        let meta = TopicMeta {
+                            id,
+                            partitions: new.partitions,
+                            configs: new.configs.clone(),
+                        };
+                        let policy = segment_policy(&new.configs, store.default_segment_bytes)?;
+                        let disks =
+                            topic_store::create(&store.dir, &new.name, &meta, &store.pool, policy)
+                                .map_err(storage_error)?;
+                        disk_logs(disks, policy.retention_bytes)
+                    }
+                    _ => memory_logs(new.partitions, policy.retention_bytes),
+                };
                 let topic = Arc::new(Topic {
                     name: new.name,
                     id,
@@ -301,10 +331,8 @@ impl Topics {
             .by_name
             .remove(name)
             .ok_or_else(TopicError::unknown_topic)?;
-        if let Some(dir) = self.topic_dir(name) {
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!(path = %dir.display(), "deleted topic's files remain: {e}");
-            }
+        if let Some(store) = &self.store {
+            topic_store::delete(&store.dir, name);
         }
         Ok(topic)
     }
@@ -339,10 +367,25 @@ impl Topics {
             ));
         }
         if !validate_only {
-            let dir = self.topic_dir(name);
-            let retention = retention_bytes(&topic.configs)?;
-            let logs =
-                new_logs(dir.as_deref(), current, count, retention).map_err(storage_error)?;
+            let logs = match &self.store {
+                Some(store) => {
+                    let meta = TopicMeta {
+                        id: topic.id,
+                        partitions: count,
+                        configs: topic.configs.clone(),
+                    };
+                    let policy = segment_policy(&topic.configs, store.default_segment_bytes)?;
+                    let dir = store.dir.join(name);
+                    let disks =
+                        topic_store::add_partitions(&dir, current, &meta, &store.pool, policy)
+                            .map_err(storage_error)?;
+                    disk_logs(disks, policy.retention_bytes)
+                }
+                None => {
+                    let retention = retention_bytes(&topic.configs)?;
+                    memory_logs(count - current, retention)
+                }
+            };
             partitions.extend(logs);
         }
         Ok(())
@@ -441,5 +484,61 @@ mod tests {
             ResponseError::InvalidConfig
         );
         assert!(topics.get("bad").is_none());
+    }
+
+    #[test]
+    fn a_creation_that_fails_on_disk_leaves_nothing_behind() {
+        let dir = std::env::temp_dir().join(format!("topics-create-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let storage = StorageConfig {
+            max_open_files: None,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+        };
+        let topics = Topics::open(&dir, storage).unwrap();
+        // A file where the topic's folder must go: the last step, the rename, fails.
+        std::fs::write(dir.join("orders"), "in the way").unwrap();
+        let err = topics.create(new("orders", 500), false).unwrap_err();
+        assert_eq!(err.code, ResponseError::KafkaStorageError);
+        assert!(topics.get("orders").is_none());
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec!["orders".to_string()]);
+        std::fs::remove_file(dir.join("orders")).unwrap();
+        assert_eq!(
+            topics
+                .create(new("orders", 500), false)
+                .unwrap()
+                .partition_count(),
+            500
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn adding_partitions_never_empties_a_file_already_there() {
+        let dir = std::env::temp_dir().join(format!("topics-grow-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let storage = StorageConfig {
+            max_open_files: None,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+        };
+        let topics = Topics::open(&dir, storage).unwrap();
+        topics.create(new("orders", 2), false).unwrap();
+        let stray = dir.join("orders").join(crate::segment::file_name(2, 0));
+        std::fs::write(&stray, "data").unwrap();
+        let err = topics.add_partitions("orders", 3, false).unwrap_err();
+        assert_eq!(err.code, ResponseError::KafkaStorageError);
+        assert_eq!(std::fs::read(&stray).unwrap(), b"data");
+        assert_eq!(topics.get("orders").unwrap().partition_count(), 2);
+        // An empty one (an interrupted earlier attempt) is taken over.
+        std::fs::write(&stray, "").unwrap();
+        topics.add_partitions("orders", 3, false).unwrap();
+        drop(topics);
+        let reopened = Topics::open(&dir, storage).unwrap();
+        assert_eq!(reopened.get("orders").unwrap().partition_count(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

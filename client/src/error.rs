@@ -23,6 +23,13 @@ pub enum TransportError {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// The host name of `addr` does not resolve to any address.
+    #[error("cannot resolve {addr}: {source}")]
+    Unresolved {
+        addr: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     #[error("connecting to {addr} timed out after {after:?}")]
     ConnectTimeout { addr: String, after: Duration },
     #[error("connection to {addr} failed: {source}")]
@@ -35,6 +42,9 @@ pub enum TransportError {
     Frame { addr: String, reason: String },
     #[error("connection to {addr} was closed by the broker")]
     Closed { addr: String },
+    /// The answer was not Kafka's framing but a text or TLS protocol's.
+    #[error("{addr} is not a Kafka broker: it answered {answer}")]
+    NotKafka { addr: String, answer: String },
     #[error("connection to {addr} was abandoned while a request was half written")]
     Abandoned { addr: String },
     #[error("{api} request to {addr} got no answer within {after:?}")]
@@ -50,10 +60,12 @@ impl TransportError {
     pub fn addr(&self) -> &str {
         match self {
             Self::Connect { addr, .. }
+            | Self::Unresolved { addr, .. }
             | Self::ConnectTimeout { addr, .. }
             | Self::Io { addr, .. }
             | Self::Frame { addr, .. }
             | Self::Closed { addr }
+            | Self::NotKafka { addr, .. }
             | Self::Abandoned { addr }
             | Self::Timeout { addr, .. } => addr,
         }
@@ -286,6 +298,12 @@ impl Error {
     /// Whether trying again (after a metadata refresh and a backoff) may succeed.
     pub fn is_retriable(&self) -> bool {
         match self {
+            // Asking a web server again will not make it a broker; a name that does not
+            // resolve is a typo far more often than a name server catching up (Kafka's client
+            // refuses such a bootstrap at once too).
+            Self::Transport(
+                TransportError::NotKafka { .. } | TransportError::Unresolved { .. },
+            ) => false,
             Self::Transport(_) => true,
             Self::Server(e) => e.is_retriable(),
             Self::AckLost { .. } => true,

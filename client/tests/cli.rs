@@ -264,6 +264,33 @@ async fn no_broker_gives_one_line_saying_how_to_start_one() {
     )
     .await;
     assert_one_line_error(&run, 1, "no broker listening");
+    // A name that does not resolve says so, at once.
+    let args = ["--bootstrap", "nosuchhost.invalid:9092", "topics", "list"];
+    let run = client(None, &args, "").await;
+    assert_one_line_error(&run, 1, "cannot resolve nosuchhost.invalid:9092");
+    assert!(run.stderr.contains("check the host name"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn a_port_that_answers_http_is_not_taken_for_a_broker() {
+    // A web server answers anything with a status line, as most do to a request they cannot
+    // parse.
+    let web = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = web.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in web.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = [0u8; 512];
+            let _ = std::io::Read::read(&mut stream, &mut request);
+            let answer = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+            let _ = std::io::Write::write_all(&mut stream, answer);
+        }
+    });
+    let run = client(Some(addr), &["topics", "list"], "").await;
+    let expected = format!("{addr} is not a Kafka broker: it answered \"HTTP");
+    assert_one_line_error(&run, 1, &expected);
+    assert!(!run.stderr.contains("frame size"), "{}", run.stderr);
+    assert!(run.stderr.contains("at a Kafka listener"), "{}", run.stderr);
 }
 
 #[tokio::test]

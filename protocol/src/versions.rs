@@ -34,7 +34,7 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::ListOffsets, 1, 1, 7),
     api(ApiKey::Metadata, 0, 0, 12),
     api(ApiKey::OffsetCommit, 2, 2, 9),
-    api(ApiKey::OffsetFetch, 1, 1, 7),
+    api(ApiKey::OffsetFetch, 1, 1, 9),
     api(ApiKey::FindCoordinator, 0, 0, 4),
     api(ApiKey::JoinGroup, 0, 0, 9),
     api(ApiKey::Heartbeat, 0, 0, 4),
@@ -147,7 +147,7 @@ mod tests {
         ] {
             assert_eq!(advertised(key).map(|(min, _)| min), Some(0), "{key:?}");
         }
-        assert_eq!(advertised(ApiKey::OffsetFetch), Some((1, 7)));
+        assert_eq!(advertised(ApiKey::OffsetFetch), Some((1, 9)));
         assert!(broker_accepts(ApiKey::Produce, 3));
         assert!(!broker_accepts(ApiKey::Produce, 2));
         assert!(!broker_accepts(ApiKey::Fetch, 13));

@@ -17,8 +17,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub use broker::{Broker, BrokerConfig};
+pub use process::{workspace_binary, BrokerArgs, BrokerProcess};
 pub use requests::*;
 
+mod process;
 mod requests;
 
 /// A broker on `127.0.0.1:0` with `config`'s other settings.
@@ -57,6 +59,14 @@ impl RawClient {
 
     /// Sends `request` at `version` and returns the correlation id used.
     pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
+        let (correlation_id, frame) = self.frame(request, version);
+        self.send_bytes(&frame).await;
+        correlation_id
+    }
+
+    /// The frame of `request` at `version` with the next correlation id, to send later
+    /// ([`send_bytes`](Self::send_bytes)), for example several in one write.
+    pub fn frame<R: Request>(&mut self, request: &R, version: i16) -> (i32, BytesMut) {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id += 1;
         let header = RequestHeader::default()
@@ -71,8 +81,7 @@ impl RawClient {
             .expect("encode header");
         request.encode(&mut out, version).expect("encode request");
         finish_frame(&mut out, at, 0).unwrap();
-        self.send_bytes(&out).await;
-        correlation_id
+        (correlation_id, out)
     }
 
     /// Reads one response to a request of type `R` sent at `version`.

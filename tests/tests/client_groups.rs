@@ -474,3 +474,45 @@ async fn admin_commits_for_a_group_without_members_and_answers_per_partition() {
     assert_eq!(committed[&tp(2)], Some(4));
     broker.shutdown().await;
 }
+
+/// Kafka's own group.initial.rebalance.delay (3 s) is longer than this member's
+/// max.poll.interval (2 s): the time spent parked in JoinGroup is the coordinator's, not the
+/// application's, so the member must not leave right after joining (Java restarts the poll
+/// clock when JoinGroup answers).
+#[tokio::test(start_paused = true)]
+async fn a_join_slower_than_the_poll_interval_does_not_count_against_it() {
+    let broker = broker::Broker::start(broker::BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        group_initial_rebalance_delay: Duration::from_secs(3),
+        ..broker::BrokerConfig::default()
+    })
+    .await
+    .unwrap();
+    let client = connect(broker.addr()).await;
+    create_topic(&client, TOPIC, 3).await;
+    let mut quick = config("delayed", "range");
+    quick.max_poll_interval = Duration::from_secs(2);
+    let (events, mut seen) = mpsc::unbounded_channel();
+    let mut first = member(&client, quick);
+    first.set_listener(events);
+    let joining = tokio::time::Instant::now();
+    let mut a = Running::start(first);
+    let joined = a.owns(3).await;
+    assert!(joining.elapsed() >= Duration::from_secs(3), "the delay ran");
+    assert_eq!(joined.generation, 1);
+
+    // Ten more seconds of polling (five poll intervals): still generation 1, nothing lost.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let still = a.owns(3).await;
+    assert_eq!(still.generation, 1, "the member left and rejoined");
+    let mut events = Vec::new();
+    while let Ok(event) = seen.try_recv() {
+        events.push(event);
+    }
+    assert!(
+        matches!(&events[..], [RebalanceEvent::Assigned(a)] if a.len() == 3),
+        "{events:?}"
+    );
+    a.stop().await.close().await.unwrap();
+    broker.shutdown().await;
+}

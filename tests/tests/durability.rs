@@ -115,3 +115,40 @@ async fn topics_and_records_survive_a_restart() {
     assert!(broker.state().topics.all().is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_acks_all_produces_of_one_connection_share_one_sync() {
+    let dir = data_dir("group-commit");
+    let broker = start_broker(BrokerConfig {
+        data_dir: Some(dir.clone()),
+        ..Default::default()
+    })
+    .await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(create_topic(&mut client, "orders", 1).await, 0);
+    // Five produces in one write, as a producer with five in flight may send them.
+    let mut frames = Vec::new();
+    let mut correlation_ids = Vec::new();
+    for _ in 0..5 {
+        let (id, frame) = client.frame(&produce_request("orders", 0, values(2), -1), 9);
+        correlation_ids.push(id);
+        frames.extend_from_slice(&frame);
+    }
+    client.send_bytes(&frames).await;
+    for (i, sent) in correlation_ids.into_iter().enumerate() {
+        let (received, response) = client.receive::<ProduceRequest>(9).await;
+        assert_eq!(received, sent, "answers in request order");
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (0, 2 * i as i64));
+    }
+    let log = broker
+        .state()
+        .topics
+        .get("orders")
+        .unwrap()
+        .partition(0)
+        .unwrap();
+    assert_eq!(log.syncs(), 1);
+    broker.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

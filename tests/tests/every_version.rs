@@ -117,6 +117,23 @@ fn group_sample(key: ApiKey, version: i16) -> Option<RequestBody> {
                         ),
                 ]),
         ),
+        // v8+: a batch of groups, one known, one not, one asking for everything.
+        ApiKey::OffsetFetch if version >= 8 => {
+            let asking = |id: &str, topics: Option<Vec<i32>>| {
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(group(id))
+                    .with_topics(topics.map(|partitions| {
+                        vec![offset_fetch_request::OffsetFetchRequestTopics::default()
+                            .with_name(topic_name("t"))
+                            .with_partition_indexes(partitions)]
+                    }))
+            };
+            RequestBody::OffsetFetch(OffsetFetchRequest::default().with_groups(vec![
+                asking("g-commit", Some(vec![0, 9])),
+                asking("missing", Some(vec![0])),
+                asking("g-commit", None),
+            ]))
+        }
         ApiKey::OffsetFetch => RequestBody::OffsetFetch(
             OffsetFetchRequest::default()
                 .with_group_id(group("g-commit"))

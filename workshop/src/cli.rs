@@ -31,10 +31,18 @@ pub struct CommonArgs {
     /// Seed of every random choice: the same seed prints the same figures
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
     pub seed: u64,
-    /// Wait for Enter between phases (for a trainer in front of a room)
+    /// For a trainer in front of a room: wait for Enter after each question (before its answer)
+    /// and before each phase, which starts on a cleared screen
     #[arg(long)]
     pub step: bool,
-    /// Print one JSON object with every figure on stdout at the end (narration stays on stderr)
+    /// Narration fits N columns [default: 100, or the terminal's width when it is wider]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(40..=1000))]
+    pub width: Option<u16>,
+    /// Lag tables show every partition (by default runs of idle partitions are one line, and a
+    /// table longer than a screen is a grid of partition and lag)
+    #[arg(long)]
+    pub all_partitions: bool,
+    /// Print one JSON object with every figure on stdout at the end (narration goes to stderr)
     #[arg(long)]
     pub json: bool,
     /// No narration: only the verdict, as the exit code (0 shown, 1 not shown, 2 error)
@@ -106,7 +114,8 @@ where
     })
 }
 
-/// A clap error as one line: its first line (what is wrong) and where to read more.
+/// A clap error as one line: its first line (what is wrong), clap's suggestion when it has one
+/// (a lab or flag of a similar name), and where to read more.
 pub fn one_line(err: &clap::Error) -> String {
     let text = err.render().to_string();
     let first = text
@@ -114,7 +123,13 @@ pub fn one_line(err: &clap::Error) -> String {
         .find(|line| !line.trim().is_empty())
         .unwrap_or("invalid command line");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    format!("{first} (see `workshop --help`)")
+    match text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("tip: "))
+    {
+        Some(tip) => format!("{first}; {tip} (see `workshop --help`)"),
+        None => format!("{first} (see `workshop --help`)"),
+    }
 }
 
 /// `--bootstrap` must name a host and a port, as Kafka's `bootstrap.servers` entries do.
@@ -163,11 +178,34 @@ mod tests {
     }
 
     #[test]
+    fn a_width_is_a_number_of_columns_a_screen_can_have() {
+        let Invocation::Lab { common, .. } = parse(["rehash", "--width", "120"]).unwrap() else {
+            panic!("rehash did not parse as a lab");
+        };
+        assert_eq!(common.width, Some(120));
+        assert!(parse(["rehash", "--width", "10"]).is_err());
+        assert!(parse(["rehash", "--width", "wide"]).is_err());
+    }
+
+    #[test]
     fn errors_fit_on_one_line() {
         let err = parse(["rehash", "--keys", "many"]).unwrap_err();
         let line = one_line(&err);
         assert!(!line.contains('\n'), "{line}");
         assert!(line.contains("--keys"), "{line}");
+    }
+
+    #[test]
+    fn a_misspelt_lab_or_flag_gets_clap_s_suggestion_on_the_same_line() {
+        let line = one_line(&parse(["partitons"]).unwrap_err());
+        assert!(!line.contains('\n'), "{line}");
+        assert!(line.contains("'partitons'"), "{line}");
+        assert!(
+            line.contains("similar subcommand exists: 'partitions'"),
+            "{line}"
+        );
+        let line = one_line(&parse(["rehash", "--sed", "3"]).unwrap_err());
+        assert!(line.contains("'--seed'"), "{line}");
     }
 
     #[test]
@@ -179,6 +217,7 @@ mod tests {
             };
             assert_eq!(common.seed, 7);
             assert!(common.json && common.check && !common.step);
+            assert_eq!(common.width, None);
         }
     }
 }

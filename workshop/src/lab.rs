@@ -8,7 +8,7 @@
 use clap::{ArgMatches, Args, FromArgMatches};
 
 use crate::cli::CommonArgs;
-use crate::report::{LabReport, Narrator};
+use crate::report::{Gate, LabReport, Narrator, Stream, Terminal, TerminalOptions};
 
 /// One lab of the workshop.
 pub trait Lab {
@@ -19,8 +19,8 @@ pub trait Lab {
     /// The lab's own flags, besides the ones every lab shares ([`CommonArgs`]).
     type Args: Args + FromArgMatches;
 
-    /// Runs the lab to its verdict. Narration goes through `ctx.narrator`; every random choice
-    /// must come from `ctx.seed`.
+    /// Runs the lab to its verdict. Narration goes through `ctx.narrator` as events (never as
+    /// text: views render them); every random choice must come from `ctx.seed`.
     fn run(args: &Self::Args, ctx: &mut LabContext) -> Result<LabReport, LabError>;
 }
 
@@ -86,18 +86,29 @@ pub struct LabContext {
     pub seed: u64,
     /// The broker to use, for labs that need one.
     pub target: Target,
-    /// Narration for people; quiet under `--check`.
+    /// Narration for people; nobody listens under `--check`.
     pub narrator: Narrator,
 }
 
 impl LabContext {
-    /// The context the shared flags ask for: narration on stderr unless `--check`.
+    /// The context the shared flags ask for: the terminal view on stdout (on stderr under
+    /// `--json`, whose document is then all that stdout carries), none under `--check`; under
+    /// `--step` the narrator waits at a gate that stdin releases.
     pub fn from_common(common: &CommonArgs) -> Self {
-        let narrator = if common.check {
-            Narrator::quiet()
-        } else {
-            Narrator::stderr(common.step)
-        };
+        let mut narrator = Narrator::new();
+        if !common.check {
+            let stream = if common.json {
+                Stream::Stderr
+            } else {
+                Stream::Stdout
+            };
+            let width = common.width.map(usize::from);
+            let options = TerminalOptions::for_stream(stream, width, common.all_partitions);
+            narrator.subscribe(Box::new(Terminal::on(stream, options)));
+            if common.step {
+                narrator.pace(Gate::stdin());
+            }
+        }
         LabContext {
             seed: common.seed,
             target: match &common.bootstrap {

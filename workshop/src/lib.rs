@@ -10,8 +10,9 @@
 //! - [`cli`]: the command line, assembled from the registry; options every lab shares.
 //! - [`target`]: the broker a lab runs against: embedded on 127.0.0.1:0, or `--bootstrap`
 //!   (unique names, deleted at the end).
-//! - [`report`]: narration for people (phases, tables, summary, on stderr), and the report for
-//!   machines (one JSON object on stdout, and the verdict as the exit code).
+//! - [`report`]: narration for people as a stream of lab events (phases, questions and answers,
+//!   tables, lag, log lines, checks, the verdict) and its views (the terminal on stdout), and the
+//!   report for machines (one JSON object on stdout, and the verdict as the exit code).
 //!
 //! The binary is thin: [`run`] does everything that tests also want to do in-process, and
 //! [`Outcome::emit`] prints the result and turns it into an exit code.
@@ -22,6 +23,12 @@
 //! let report = outcome.report().unwrap();
 //! assert!(report.shown);
 //! println!("{}", report.figures["mod_3_to_4_kept_of_12"]);
+//!
+//! // Or records what it tells, as events:
+//! let recorder = workshop::report::Recorder::new();
+//! let view = recorder.clone();
+//! workshop::run_with(["rehash", "--check"], |n| n.subscribe(Box::new(view))).unwrap();
+//! println!("{} events", recorder.events().len());
 //! ```
 
 pub mod bench;
@@ -92,10 +99,23 @@ pub enum RunError {
 
 /// Parses `args` (without the program name) and runs what they ask for, in-process.
 ///
-/// Narration goes to stderr unless `--check` is given; nothing is written to stdout here (see
-/// [`Outcome::emit`]), so tests can call this directly. The one exception is `bench`, which
-/// writes its JSON lines to stdout as it goes.
+/// Narration goes to stdout (stderr under `--json`) unless `--check` is given; the JSON
+/// document is not written here (see [`Outcome::emit`]), so tests can call this directly with
+/// `--check`. The one exception is `bench`, which writes its JSON lines to stdout as it goes.
 pub fn run<I, T>(args: I) -> Result<Outcome, RunError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    run_with(args, |_| {})
+}
+
+/// [`run`], with `attach` given the lab's narrator before the lab starts: to add a view of the
+/// event stream (a [`report::Recorder`], a browser) or a gate to pace it.
+pub fn run_with<I, T>(
+    args: I,
+    attach: impl FnOnce(&mut report::Narrator),
+) -> Result<Outcome, RunError>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -120,6 +140,7 @@ where
         } => {
             let json = common.json;
             let mut ctx = LabContext::from_common(&common);
+            attach(&mut ctx.narrator);
             let report = entry.run(&matches, &mut ctx)?;
             Ok(Outcome::Lab { report, json })
         }

@@ -10,17 +10,19 @@ use tracing_subscriber::EnvFilter;
 use workshop::RunError;
 
 fn main() -> ExitCode {
-    // Logs go to stderr with the narration. Warnings only unless RUST_LOG says otherwise
-    // (`RUST_LOG=client=debug` shows every retry), so a lab's own story stays readable. The
-    // producer's own logs are off by default: labs make producers fail on purpose (fenced,
-    // acknowledgements lost), and every producer error reaches the lab as a result anyway,
-    // narrated when it is the point and reported as the lab's error when it is not.
+    // Logs go to stderr (narration is on stdout, or on stderr under --json). Warnings only
+    // unless RUST_LOG says otherwise (`RUST_LOG=client=debug` shows every retry), so a lab's own
+    // story stays readable. The producer's own logs are off by default: labs make producers fail
+    // on purpose (fenced, acknowledgements lost), and every producer error reaches the lab as a
+    // result anyway, narrated when it is the point and reported as the lab's error when it is not.
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| EnvFilter::new("warn,client::producer=off")),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
+        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
     match workshop::run(std::env::args_os().skip(1)) {
         Ok(outcome) => match outcome.emit(&mut std::io::stdout().lock()) {

@@ -335,9 +335,16 @@ pub fn broker_error(what: &str, err: &client::Error) -> LabError {
 }
 
 fn unreachable(addr: &str, err: &client::Error) -> LabError {
+    let fix = match err {
+        // No broker can be started on a name that does not resolve.
+        client::Error::Transport(client::TransportError::Unresolved { .. }) => {
+            "the name does not resolve: check the spelling".to_string()
+        }
+        _ => format!("start one (for example `broker --listen {addr}`)"),
+    };
     LabError::Broker(format!(
-        "cannot reach a Kafka broker at {addr}: {err}; start one (for example \
-         `broker --listen {addr}`) or leave out --bootstrap to use the embedded broker"
+        "cannot reach a Kafka broker at {addr}: {err}; {fix}, or leave out --bootstrap to use \
+         the embedded broker"
     ))
 }
 
@@ -412,5 +419,14 @@ mod tests {
         };
         assert!(err.contains(&addr) && err.contains("--bootstrap"), "{err}");
         assert!(!err.contains('\n'));
+
+        // A name that does not resolve is no place to start a broker on.
+        let nowhere = Target::Bootstrap("nosuchhost.invalid:9092".into());
+        let err = match rt.block_on(Cluster::open(&nowhere, "test")) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("connected to a name that does not resolve"),
+        };
+        assert!(err.contains("the name does not resolve"), "{err}");
+        assert!(!err.contains("broker --listen"), "{err}");
     }
 }

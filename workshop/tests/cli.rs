@@ -63,7 +63,20 @@ fn step_without_a_terminal_does_not_hang() {
     // stdin is closed: each pause reads end-of-input and goes on.
     let out = workshop(&["rehash", "--step", "--keys", "5000"]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stderr).contains("press Enter"));
+    assert!(text(&out.stdout).contains("press Enter"));
+}
+
+#[test]
+fn narration_is_on_stdout_for_people() {
+    let out = workshop(&["rehash", "--keys", "5000"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("workshop rehash\n") && stdout.contains("Verdict: SHOWN"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains('\x1b'), "escape codes on a pipe");
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
 
 #[test]

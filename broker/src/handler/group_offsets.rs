@@ -1,13 +1,15 @@
-//! OffsetCommit v2-9 and OffsetFetch v1-7.
+//! OffsetCommit v2-9 and OffsetFetch v1-9 (v8+ asks for several groups at once).
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    TopicName,
 };
 use kafka_protocol::ResponseError;
 
@@ -96,42 +98,121 @@ pub fn commit(
 }
 
 /// Null topics (the Java admin client's "all") return every committed partition, in every
-/// version; a partition never committed returns offset -1.
+/// version; a partition never committed returns offset -1. From v8 the request carries a batch
+/// of groups, each answered as the single-group form answers it, in the order asked; v9's member
+/// id and epoch belong to KIP-848 groups and are ignored for classic ones, as Kafka does.
 pub fn fetch(
     state: &BrokerState,
     request: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
+    if version >= 8 {
+        let groups = request
+            .groups
+            .into_iter()
+            .map(|g| {
+                let wanted = g.topics.map(|topics| {
+                    topics
+                        .into_iter()
+                        .map(|t| (t.name, t.partition_indexes))
+                        .collect()
+                });
+                let topics = committed(state, &g.group_id, wanted, version)
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        let partitions = partitions
+                            .into_iter()
+                            .map(|c| {
+                                OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(c.partition)
+                                    .with_committed_offset(c.offset)
+                                    .with_committed_leader_epoch(c.leader_epoch)
+                                    .with_metadata(Some(c.metadata))
+                            })
+                            .collect();
+                        OffsetFetchResponseTopics::default()
+                            .with_name(name)
+                            .with_partitions(partitions)
+                    })
+                    .collect();
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_topics(topics)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
     let wanted = request.topics.map(|topics| {
         topics
             .into_iter()
-            .map(|t| (t.name.to_string(), t.partition_indexes))
+            .map(|t| (t.name, t.partition_indexes))
             .collect()
     });
-    let topics = state
-        .groups
-        .fetch_offsets(&request.group_id, wanted)
+    let topics = committed(state, &request.group_id, wanted, version)
         .into_iter()
-        .map(|(topic, partitions)| {
+        .map(|(name, partitions)| {
             let partitions = partitions
                 .into_iter()
-                .map(|(index, committed)| {
-                    let (offset, epoch, metadata) = match committed {
-                        Some(c) => (c.offset, c.leader_epoch, c.metadata),
-                        None => (-1, -1, String::new()),
-                    };
+                .map(|c| {
                     OffsetFetchResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_committed_offset(offset)
-                        // Leader epochs exist from v5.
-                        .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
-                        .with_metadata(Some(owned(metadata)))
+                        .with_partition_index(c.partition)
+                        .with_committed_offset(c.offset)
+                        .with_committed_leader_epoch(c.leader_epoch)
+                        .with_metadata(Some(c.metadata))
                 })
                 .collect();
             OffsetFetchResponseTopic::default()
-                .with_name(TopicName(owned(topic)))
+                .with_name(name)
                 .with_partitions(partitions)
         })
         .collect();
     OffsetFetchResponse::default().with_topics(topics)
+}
+
+/// One partition's answer, whichever shape the version puts it in.
+struct Committed {
+    partition: i32,
+    /// -1 when nothing was committed.
+    offset: i64,
+    leader_epoch: i32,
+    metadata: kafka_protocol::protocol::StrBytes,
+}
+
+/// A group's committed offsets for the partitions asked (`None`: every committed partition).
+fn committed(
+    state: &BrokerState,
+    group: &GroupId,
+    wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+    version: i16,
+) -> Vec<(TopicName, Vec<Committed>)> {
+    let wanted = wanted.map(|topics| {
+        topics
+            .into_iter()
+            .map(|(name, partitions)| (name.to_string(), partitions))
+            .collect()
+    });
+    state
+        .groups
+        .fetch_offsets(group, wanted)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|(partition, committed)| {
+                    let (offset, epoch, metadata) = match committed {
+                        Some(c) => (c.offset, c.leader_epoch, c.metadata),
+                        None => (-1, -1, String::new()),
+                    };
+                    Committed {
+                        partition,
+                        offset,
+                        // Leader epochs exist from v5.
+                        leader_epoch: if version >= 5 { epoch } else { -1 },
+                        metadata: owned(metadata),
+                    }
+                })
+                .collect();
+            (TopicName(owned(topic)), partitions)
+        })
+        .collect()
 }

@@ -26,6 +26,7 @@ use protocol::pieces::OutFrame;
 use protocol::versions::{broker_accepts, HeaderPrefix};
 use tracing::debug;
 
+use crate::answers::Deferred;
 use crate::state::BrokerState;
 
 /// What the connection does after a request.
@@ -38,6 +39,8 @@ pub enum Reply {
     Silent,
     /// Close the connection, as Kafka does for a request it cannot parse.
     Close(String),
+    /// The answer once it is known: an acks=all produce's, after its sync.
+    Later(Deferred),
 }
 
 pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Reply {
@@ -89,6 +92,13 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
         }
         RequestKind::Produce(r) => match produce::handle(state, r, version) {
             produce::ProduceReply::Respond(response) => ResponseKind::Produce(response),
+            produce::ProduceReply::AfterSync(waiting) => {
+                let correlation_id = header.correlation_id;
+                return Reply::Later(Deferred(Box::pin(async move {
+                    let response = ResponseKind::Produce(waiting.synced().await);
+                    encode(correlation_id, key, version, &response)
+                })));
+            }
             produce::ProduceReply::Silent => return Reply::Silent,
             produce::ProduceReply::Close(reason) => return Reply::Close(reason.into()),
         },

@@ -1,6 +1,9 @@
 //! Produce v3+: exactly one v2 batch per partition, checked by its header and CRC, appended as
 //! received with only its base offset rewritten.
 
+use std::sync::Arc;
+
+use futures_util::future::join_all;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -8,6 +11,7 @@ use kafka_protocol::ResponseError;
 use protocol::batch::{validate_single_batch, BatchError};
 
 use super::{code, str_bytes};
+use crate::log::PartitionLog;
 use crate::state::BrokerState;
 use crate::topics::Topic;
 
@@ -18,6 +22,8 @@ const MIN_ZSTD_VERSION: i16 = 7;
 /// What the connection sends back.
 pub enum ProduceReply {
     Respond(ProduceResponse),
+    /// acks=all with a data directory: the answer once the appends are on disk.
+    AfterSync(AwaitingSync),
     /// `acks=0`: no response at all.
     Silent,
     /// Close the connection without answering: `acks=0` with a failed partition (Kafka's only
@@ -29,10 +35,12 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
     let acks_valid = matches!(request.acks, -1..=1);
     let mut failed = false;
     let mut ack_lost = false;
+    let mut unsynced = Vec::new();
     let responses: Vec<TopicProduceResponse> = request
         .topic_data
         .into_iter()
-        .map(|data| {
+        .enumerate()
+        .map(|(topic_at, data)| {
             let topic = if state.config.auto_create_topics {
                 state
                     .topics
@@ -44,13 +52,20 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
             let partition_responses = data
                 .partition_data
                 .into_iter()
-                .map(|p| {
+                .enumerate()
+                .map(|(partition_at, p)| {
                     let index = p.index;
                     let outcome = if acks_valid {
-                        append(state, topic.as_deref(), p, version, request.acks == -1)
+                        append(state, topic.as_deref(), p, version)
                     } else {
                         Err((ResponseError::InvalidRequiredAcks, None))
                     };
+                    let outcome = outcome.map(|(log, base_offset, log_start_offset)| {
+                        if request.acks == -1 && log.is_on_disk() {
+                            unsynced.push((topic_at, partition_at, log));
+                        }
+                        (base_offset, log_start_offset)
+                    });
                     if outcome.is_ok() {
                         ack_lost |= state.faults.drop_ack(&data.name, index);
                     }
@@ -83,23 +98,54 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
             "fault injection: produce acknowledgement dropped after append",
         );
     }
+    let response = ProduceResponse::default().with_responses(responses);
     match (request.acks, failed) {
         (0, false) => ProduceReply::Silent,
         (0, true) => ProduceReply::Close("a produce with acks=0 failed"),
-        _ => ProduceReply::Respond(ProduceResponse::default().with_responses(responses)),
+        _ if unsynced.is_empty() => ProduceReply::Respond(response),
+        _ => ProduceReply::AfterSync(AwaitingSync { response, unsynced }),
+    }
+}
+
+/// An acks=all answer that may be sent once its partitions' appends are on disk.
+pub struct AwaitingSync {
+    response: ProduceResponse,
+    /// (topic index, partition index) in the response, and the log to flush.
+    unsynced: Vec<(usize, usize, Arc<PartitionLog>)>,
+}
+
+impl AwaitingSync {
+    /// Waits for every partition's sync (each shared with other produces to that partition) at
+    /// once; a partition whose sync failed answers KAFKA_STORAGE_ERROR instead.
+    pub async fn synced(self) -> ProduceResponse {
+        let Self {
+            mut response,
+            unsynced,
+        } = self;
+        let flushes = unsynced.iter().map(|(_, _, log)| log.flush());
+        let results = join_all(flushes).await;
+        for ((topic_at, partition_at, _), result) in unsynced.iter().zip(results) {
+            if let Err(error) = result {
+                let p = &mut response.responses[*topic_at].partition_responses[*partition_at];
+                p.error_code = code(error);
+                p.base_offset = -1;
+                p.log_start_offset = -1;
+            }
+        }
+        response
     }
 }
 
 type PartitionError = (ResponseError, Option<String>);
 
-/// Validates and appends one partition's batch: `(base offset, log start offset)`.
+/// Validates and appends one partition's batch: the log, the base offset and the log start
+/// offset.
 fn append(
     state: &BrokerState,
     topic: Option<&Topic>,
     data: PartitionProduceData,
     version: i16,
-    sync: bool,
-) -> Result<(i64, i64), PartitionError> {
+) -> Result<(Arc<PartitionLog>, i64, i64), PartitionError> {
     let log = topic
         .and_then(|t| t.partition(data.index))
         .ok_or((ResponseError::UnknownTopicOrPartition, None))?;
@@ -151,6 +197,7 @@ fn append(
     {
         return Err((ResponseError::InvalidProducerEpoch, None));
     }
-    let appended = log.append(&records, &header, sync).map_err(|e| (e, None))?;
-    Ok((appended.base_offset(), log.offsets().start))
+    let appended = log.append(&records, &header).map_err(|e| (e, None))?;
+    let start = log.offsets().start;
+    Ok((log, appended.base_offset(), start))
 }

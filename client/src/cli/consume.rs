@@ -1,5 +1,6 @@
 //! `client consume TOPIC`: records to stdout in a kcat-style format, until `--count`, the end of
-//! the partitions (`--exit`), or Ctrl-C. With `--group` the work is done by `groups.rs`.
+//! the partitions (`--exit`), Ctrl-C or SIGTERM. With `--group` the work is done by `groups.rs`.
+//! A poll that gets no answer within `--timeout` (the broker died) ends it with an error.
 
 use std::io::{self, BufWriter, Write};
 
@@ -7,7 +8,7 @@ use clap::Args;
 use client::{Client, Consumer, ConsumerConfig, Error, SeekTo, TopicPartition};
 
 use super::format::Format;
-use super::Failure;
+use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
@@ -46,12 +47,15 @@ pub struct ConsumeArgs {
     pub format: Option<Format>,
 }
 
-pub async fn run(client: Client, args: ConsumeArgs) -> Result<(), Failure> {
+pub async fn run(client: Client, args: ConsumeArgs, waiting: &Waiting) -> Result<(), Failure> {
     if let Some(group) = &args.group {
-        return super::groups::consume_in_group(client, &args, group).await;
+        return super::groups::consume_in_group(client, &args, group, waiting).await;
     }
     let format = args.format.clone().unwrap_or_else(Format::default_format);
-    let topic = client.topic(&args.topic, false).await?;
+    let topic = match waiting.on(client.topic(&args.topic, false)).await? {
+        Waited::Done(topic) => topic,
+        Waited::Stopped => return Ok(()),
+    };
     let partitions: Vec<i32> = if args.partitions.is_empty() {
         topic.partitions.iter().map(|p| p.partition).collect()
     } else {
@@ -79,12 +83,10 @@ pub async fn run(client: Client, args: ConsumeArgs) -> Result<(), Failure> {
     let mut out = BufWriter::new(stdout.lock());
     let mut printed = 0u64;
     let done = |printed: u64| args.count.is_some_and(|n| printed >= n);
-    let interrupted = tokio::signal::ctrl_c();
-    tokio::pin!(interrupted);
     'polling: while !done(printed) {
-        let polled = tokio::select! {
-            polled = consumer.poll() => polled?,
-            _ = &mut interrupted => break 'polling,
+        let polled = match waiting.on(consumer.poll()).await? {
+            Waited::Done(polled) => polled,
+            Waited::Stopped => break 'polling,
         };
         for part in &polled {
             for record in part.records() {

@@ -13,7 +13,7 @@ use client::{Admin, Client, GroupConfig, GroupConsumer, OffsetReset, PolledRecor
 
 use super::consume::ConsumeArgs;
 use super::format::Format;
-use super::Failure;
+use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Subcommand)]
 pub enum GroupsVerb {
@@ -64,9 +64,9 @@ pub enum GroupsVerb {
     },
 }
 
-pub async fn run(admin: &Admin, verb: GroupsVerb) -> Result<(), Failure> {
+pub async fn run(admin: &Admin, verb: GroupsVerb, waiting: &Waiting) -> Result<(), Failure> {
     match verb {
-        GroupsVerb::List { state } => list(admin, state.as_deref()).await,
+        GroupsVerb::List { state } => waiting.finish(list(admin, state.as_deref())).await,
         GroupsVerb::Describe {
             groups,
             members,
@@ -77,7 +77,9 @@ pub async fn run(admin: &Admin, verb: GroupsVerb) -> Result<(), Failure> {
             groups.sort();
             groups.dedup();
             for group in &groups {
-                describe_one(admin, group, members, state).await?;
+                waiting
+                    .finish(describe_one(admin, group, members, state))
+                    .await?;
             }
             Ok(())
         }
@@ -85,8 +87,11 @@ pub async fn run(admin: &Admin, verb: GroupsVerb) -> Result<(), Failure> {
             group,
             watch,
             interval,
-        } => lag::run(admin, &group, watch, Duration::from_secs(interval.max(1))).await,
-        GroupsVerb::Delete { groups } => delete(admin, &groups).await,
+        } => {
+            let every = Duration::from_secs(interval.max(1));
+            lag::run(admin, &group, watch, every, waiting).await
+        }
+        GroupsVerb::Delete { groups } => waiting.finish(delete(admin, &groups)).await,
     }
 }
 
@@ -190,10 +195,16 @@ async fn delete(admin: &Admin, groups: &[String]) -> Result<(), Failure> {
 
 /// `consume TOPIC --group G`: partitions come from the group and offsets are committed (every
 /// 5 s and on exit). `--offset` can only say where to start without a committed offset.
+///
+/// Ctrl-C and SIGTERM both end it cleanly: the positions are committed and the member leaves, so
+/// the group rebalances at once instead of after the session timeout. A poll without an answer
+/// within `--timeout` ends it with an error and without either, since the cluster is not
+/// answering.
 pub async fn consume_in_group(
     client: Client,
     args: &ConsumeArgs,
     group: &str,
+    waiting: &Waiting,
 ) -> Result<(), Failure> {
     let mut config = GroupConfig::new(group);
     config.consumer.auto_offset_reset = match args.offset {
@@ -207,14 +218,21 @@ pub async fn consume_in_group(
         }
     };
     // The topic must exist: a typo should fail here, not create a topic.
-    client.topic(&args.topic, false).await?;
+    if let Waited::Stopped = waiting.on(client.topic(&args.topic, false)).await? {
+        return Ok(());
+    }
     config.allow_auto_create_topics = false;
     let mut member = GroupConsumer::new(client, config)?;
     member.subscribe([args.topic.as_str()])?;
     let format = args.format.clone().unwrap_or_else(Format::default_format);
-    let printed = consume_loop(&mut member, args, &format).await;
-    // Leave in every case, so the group rebalances now rather than after the session timeout.
-    let closed = member.close().await;
+    let printed = match consume_loop(&mut member, args, &format, waiting).await {
+        LoopEnd::Unanswered(failure) => return Err(failure),
+        LoopEnd::Printed(printed) => Ok(printed),
+        LoopEnd::Failed(failure) => Err(failure),
+    };
+    // Leave in every other case, so the group rebalances now rather than after the session
+    // timeout.
+    let closed = waiting.within(member.close()).await;
     let printed = printed?;
     closed?;
     if args.exit || args.count.is_some() {
@@ -226,40 +244,77 @@ pub async fn consume_in_group(
     Ok(())
 }
 
+/// How the loop ended: by itself or on a stop (the member then commits and leaves), or with the
+/// cluster silent (nothing to commit to or leave).
+enum LoopEnd {
+    Printed(u64),
+    Failed(Failure),
+    Unanswered(Failure),
+}
+
 async fn consume_loop(
     member: &mut GroupConsumer,
     args: &ConsumeArgs,
     format: &Format,
-) -> Result<u64, Failure> {
+    waiting: &Waiting,
+) -> LoopEnd {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut printed = 0u64;
     let done = |printed: u64| args.count.is_some_and(|n| printed >= n);
-    let interrupted = tokio::signal::ctrl_c();
-    tokio::pin!(interrupted);
     while !done(printed) {
+        // As `Waiting::on`, but a poll left unanswered is told apart from a poll that failed.
         let polled = tokio::select! {
-            polled = member.poll() => polled?,
-            _ = &mut interrupted => break,
-        };
-        'printing: for (i, part) in polled.iter().enumerate() {
-            for (j, record) in part.records.iter().enumerate() {
-                if done(printed) {
-                    // Records polled but not printed must not count as consumed.
-                    rewind(member, &polled[i..], j)?;
-                    break 'printing;
+            biased;
+            _ = waiting.stop.asked() => break,
+            polled = tokio::time::timeout(waiting.timeout, member.poll()) => match polled {
+                Ok(Ok(polled)) => polled,
+                Ok(Err(e)) => return LoopEnd::Failed(e.into()),
+                Err(_) => {
+                    let _ = out.flush();
+                    return LoopEnd::Unanswered(Failure::new(format!(
+                        "{}; what was printed since the last commit stays uncommitted",
+                        waiting.timed_out()
+                    )));
                 }
-                format.write(&mut out, &part.topic, part.partition, record)?;
-                printed += 1;
-            }
+            },
+        };
+        if let Err(e) = print(member, &polled, &mut out, format, &mut printed, &done) {
+            return LoopEnd::Failed(e);
         }
-        out.flush()?;
         if args.exit && member.at_end() {
             break;
         }
     }
+    match out.flush() {
+        Ok(()) => LoopEnd::Printed(printed),
+        Err(e) => LoopEnd::Failed(e.into()),
+    }
+}
+
+/// Prints what a poll returned, up to `--count`.
+fn print(
+    member: &mut GroupConsumer,
+    polled: &[PolledRecords],
+    out: &mut impl Write,
+    format: &Format,
+    printed: &mut u64,
+    done: &impl Fn(u64) -> bool,
+) -> Result<(), Failure> {
+    for (i, part) in polled.iter().enumerate() {
+        for (j, record) in part.records.iter().enumerate() {
+            if done(*printed) {
+                // Records polled but not printed must not count as consumed.
+                rewind(member, &polled[i..], j)?;
+                out.flush()?;
+                return Ok(());
+            }
+            format.write(out, &part.topic, part.partition, record)?;
+            *printed += 1;
+        }
+    }
     out.flush()?;
-    Ok(printed)
+    Ok(())
 }
 
 /// Moves positions back to the first record not printed, so the commit on close leaves them

@@ -8,6 +8,7 @@ mod produce;
 mod report;
 mod table;
 mod topics;
+mod waiting;
 
 use std::io::Write;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use clap::{Parser, Subcommand};
 use client::{Admin, Client, ClientConfig, OffsetSpec};
 
 pub use report::Failure;
+pub use waiting::{Waited, Waiting};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,7 +43,7 @@ pub struct Cli {
         value_name = "HOST:PORT"
     )]
     pub bootstrap: String,
-    /// Seconds to wait for a broker's answer
+    /// Seconds any wait on the cluster may take (a request with its retries, a poll, a redraw)
     #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
     pub timeout: u64,
     #[command(subcommand)]
@@ -74,15 +76,30 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     if let Verb::Partition(args) = &cli.verb {
         return partition::run(args);
     }
+    let timeout = Duration::from_secs(cli.timeout.max(1));
+    let waiting = Waiting {
+        timeout,
+        bootstrap: cli.bootstrap.clone(),
+        stop: waiting::Stop::listen()?,
+    };
     let mut config = ClientConfig::new(&cli.bootstrap);
-    config.request_timeout = Duration::from_secs(cli.timeout.max(1));
-    let client = Client::connect(config).await?;
+    config.request_timeout = timeout;
+    let client = match waiting.on(Client::connect(config)).await? {
+        Waited::Done(client) => client,
+        Waited::Stopped => return Err(Failure::interrupted()),
+    };
     match cli.verb {
-        Verb::Topics(verb) => topics::run(&Admin::new(client), verb).await,
-        Verb::Produce(args) => produce::run(client, args).await,
-        Verb::Consume(args) => consume::run(client, args).await,
-        Verb::Groups(verb) => groups::run(&Admin::new(client), verb).await,
-        Verb::Offsets { topic } => offsets(&Admin::new(client), &topic).await,
+        Verb::Topics(verb) => {
+            let admin = Admin::new(client);
+            waiting.finish(topics::run(&admin, verb)).await
+        }
+        Verb::Produce(args) => produce::run(client, args, &waiting).await,
+        Verb::Consume(args) => consume::run(client, args, &waiting).await,
+        Verb::Groups(verb) => groups::run(&Admin::new(client), verb, &waiting).await,
+        Verb::Offsets { topic } => {
+            let admin = Admin::new(client);
+            waiting.finish(offsets(&admin, &topic)).await
+        }
         Verb::Partition(_) => unreachable!("handled without a broker"),
     }
 }

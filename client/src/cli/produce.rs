@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::report::explain;
-use super::Failure;
+use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
@@ -99,7 +99,7 @@ fn split_key<'a>(line: &'a [u8], delimiter: Option<&[u8]>) -> (Option<&'a [u8]>,
     }
 }
 
-pub async fn run(client: Client, args: ProduceArgs) -> Result<(), Failure> {
+pub async fn run(client: Client, args: ProduceArgs, waiting: &Waiting) -> Result<(), Failure> {
     let config = ProducerConfig {
         acks: args.acks,
         linger: Duration::from_millis(args.linger_ms),
@@ -126,7 +126,13 @@ pub async fn run(client: Client, args: ProduceArgs) -> Result<(), Failure> {
     let mut send_error = None;
     loop {
         line.clear();
-        if input.read_until(b'\n', &mut line).await? == 0 {
+        // Ctrl-C or SIGTERM ends the input as its end would: what was sent is still delivered.
+        let read = tokio::select! {
+            biased;
+            _ = waiting.stop.asked() => break,
+            read = input.read_until(b'\n', &mut line) => read?,
+        };
+        if read == 0 {
             break;
         }
         if line.last() == Some(&b'\n') {
@@ -136,7 +142,13 @@ pub async fn run(client: Client, args: ProduceArgs) -> Result<(), Failure> {
         let mut record = ProducerRecord::new(&args.topic).value(value);
         record.key = key;
         record.partition = args.partition;
-        match producer.send(record).await {
+        // The send's own error is reported below with the counts; only the wait is bounded here.
+        let send = async { Ok::<_, Failure>(producer.send(record).await) };
+        let sent = match waiting.on(send).await? {
+            Waited::Done(sent) => sent,
+            Waited::Stopped => break,
+        };
+        match sent {
             Ok(delivery) => {
                 if tx.send(delivery).await.is_err() {
                     break;
@@ -149,10 +161,13 @@ pub async fn run(client: Client, args: ProduceArgs) -> Result<(), Failure> {
         }
     }
     drop(tx);
-    producer.close().await;
-    let tally = counter
-        .await
-        .map_err(|e| Failure::new(format!("delivery counting failed: {e}")))?;
+    let delivered = async {
+        producer.close().await;
+        counter
+            .await
+            .map_err(|e| Failure::new(format!("delivery counting failed: {e}")))
+    };
+    let tally = waiting.within(delivered).await?;
     // A failure is reported on one line that carries the counts; the summary is for success.
     if let Some(e) = send_error {
         let message = match tally.delivered() {

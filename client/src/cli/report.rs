@@ -30,6 +30,14 @@ impl Failure {
         }
     }
 
+    /// Stopped by Ctrl-C or SIGTERM before it was done (exit code 130, as shells report SIGINT).
+    pub fn interrupted() -> Self {
+        Self {
+            message: "interrupted".into(),
+            code: 130,
+        }
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(self.code)
     }
@@ -92,6 +100,12 @@ fn transport(t: &TransportError) -> String {
             "no broker listening at {addr}: start one with `broker --listen {addr}`, or point \
              --bootstrap (or KAFKA_BOOTSTRAP) at a running broker"
         ),
+        TransportError::Unresolved { .. } => {
+            format!("{t}: check the host name given to --bootstrap (or KAFKA_BOOTSTRAP)")
+        }
+        TransportError::NotKafka { .. } => {
+            format!("{t}: point --bootstrap (or KAFKA_BOOTSTRAP) at a Kafka listener")
+        }
         TransportError::Connect { .. } | TransportError::ConnectTimeout { .. } => {
             format!("{t}: check the address given to --bootstrap and that the broker is reachable")
         }

@@ -350,12 +350,15 @@ async fn read_loop<RW: AsyncRead>(mut reader: ReadHalf<RW>, shared: Arc<Shared>,
                     source: Arc::new(source),
                 }
             }
-            Err(FrameReadError::Frame(e)) => {
-                break TransportError::Frame {
-                    addr,
-                    reason: e.to_string(),
+            Err(FrameReadError::Frame(e)) => match not_kafka(&buf) {
+                Some(answer) => break TransportError::NotKafka { addr, answer },
+                None => {
+                    break TransportError::Frame {
+                        addr,
+                        reason: e.to_string(),
+                    }
                 }
-            }
+            },
         };
         let Some(id) = frame.get(..4) else {
             break TransportError::Frame {
@@ -377,6 +380,29 @@ async fn read_loop<RW: AsyncRead>(mut reader: ReadHalf<RW>, shared: Arc<Shared>,
         }
     };
     shared.poison(err);
+}
+
+/// What a peer that broke framing said instead, when it is recognisably another protocol: a
+/// size prefix of "HTTP" (1213486160) is a web server's status line, 0x15 0x03 a TLS alert.
+fn not_kafka(start: &[u8]) -> Option<String> {
+    if start.starts_with(&[0x15, 0x03]) || start.starts_with(&[0x16, 0x03]) {
+        return Some("in TLS (a listener that wants SSL; this client speaks plaintext)".into());
+    }
+    let text = start.get(..4)?;
+    if !text.iter().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    // Only what the frame reader had buffered, often just the first few bytes.
+    let line: String = start
+        .iter()
+        .take_while(|b| b.is_ascii_graphic() || **b == b' ')
+        .take(60)
+        .map(|&b| char::from(b))
+        .collect();
+    let cut = if line.len() == start.len() { "..." } else { "" };
+    Some(format!(
+        "\"{line}{cut}\" (a web server or another text protocol?)"
+    ))
 }
 
 #[cfg(test)]
@@ -449,6 +475,37 @@ mod tests {
         broker.answer_metadata(a.correlation_id, 1).await;
         assert_eq!(tag_of(&first.await.unwrap().unwrap()), 1);
         assert_eq!(tag_of(&second.await.unwrap().unwrap()), 2);
+    }
+
+    #[tokio::test]
+    async fn a_web_server_or_a_tls_listener_is_named_for_what_it_is() {
+        for (answer, said) in [
+            (
+                &b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"[..],
+                "\"HTTP/1.1",
+            ),
+            (&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32][..], "in TLS"),
+        ] {
+            let (m, mut broker) = pair();
+            let req = MetadataRequest::default();
+            let asked =
+                tokio::spawn(async move { m.request(&req, 1, Duration::from_secs(5)).await });
+            broker.next_request().await.unwrap();
+            broker.stream.write_all(answer).await.unwrap();
+            let err = asked.await.unwrap().unwrap_err();
+            assert!(
+                matches!(&err, Error::Transport(TransportError::NotKafka { answer, .. }) if answer.contains(said)),
+                "{err}"
+            );
+            assert!(
+                err.to_string()
+                    .starts_with("fake:9092 is not a Kafka broker: it answered"),
+                "{err}"
+            );
+            assert!(!err.is_retriable());
+        }
+        // Binary garbage stays a framing error.
+        assert_eq!(not_kafka(&[0x7f, 0, 0, 1]), None);
     }
 
     #[tokio::test]

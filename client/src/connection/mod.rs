@@ -39,16 +39,25 @@ pub struct BrokerConnection {
 
 impl BrokerConnection {
     pub async fn connect(addr: &str, settings: &ConnectionSettings) -> Result<Self> {
-        let connect = TcpStream::connect(addr);
-        let stream = match tokio::time::timeout(settings.connect_timeout, connect).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(source)) => {
-                return Err(TransportError::Connect {
+        // Resolved first, so that a name that does not resolve is told apart from a refusal.
+        let connect = async {
+            let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr)
+                .await
+                .map_err(|source| TransportError::Unresolved {
                     addr: addr.to_string(),
                     source: Arc::new(source),
-                }
-                .into())
-            }
+                })?
+                .collect();
+            TcpStream::connect(&resolved[..])
+                .await
+                .map_err(|source| TransportError::Connect {
+                    addr: addr.to_string(),
+                    source: Arc::new(source),
+                })
+        };
+        let stream = match tokio::time::timeout(settings.connect_timeout, connect).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(e.into()),
             Err(_) => {
                 return Err(TransportError::ConnectTimeout {
                     addr: addr.to_string(),

@@ -29,14 +29,14 @@ pub const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     // Idempotent producers. v4 adds PRODUCER_FENCED; v5 needs KIP-939 (two-phase commit).
     (ApiKey::InitProducerId, 0, 4),
-    // Consumer groups. OffsetFetch stops at 7: v8 moves to a `groups` array.
+    // Consumer groups. OffsetFetch v8+ asks in a `groups` array (a batch of one, for us).
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),

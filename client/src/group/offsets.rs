@@ -1,6 +1,8 @@
 //! Committed offsets: OffsetCommit from a member (with its generation, so the coordinator can
 //! refuse a member that was replaced) or from anyone (generation -1), and OffsetFetch for some
-//! partitions or, with null topics, every partition the group committed.
+//! partitions or, with null topics, every partition the group committed. OffsetFetch v8+ asks
+//! for a batch of groups (librdkafka's form, and the one some brokers answer best); we send a
+//! batch of one when the coordinator offers it, the single-group form otherwise.
 //!
 //! An offset committed for a partition is the next one to read, as everywhere in Kafka.
 
@@ -9,7 +11,9 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
 use kafka_protocol::messages::{
     ApiKey, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
 };
@@ -100,51 +104,109 @@ pub fn fetch_request(
     partitions: Option<&[TopicPartition]>,
     version: i16,
 ) -> Result<OffsetFetchRequest> {
-    let topics = match partitions {
-        None if version < 2 => {
-            return Err(ProtocolError::UnsupportedVersion {
-                api: "OffsetFetch",
-                broker: Some((1, version)),
-                client: (2, 7),
-            }
-            .into())
+    if partitions.is_none() && version < 2 {
+        return Err(ProtocolError::UnsupportedVersion {
+            api: "OffsetFetch",
+            broker: Some((1, version)),
+            client: (2, 9),
         }
-        None => None,
-        Some(partitions) => {
-            let mut topics: Vec<OffsetFetchRequestTopic> = Vec::new();
-            for tp in partitions {
-                match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
-                    Some(t) => t.partition_indexes.push(tp.partition),
-                    None => topics.push(
-                        OffsetFetchRequestTopic::default()
-                            .with_name(topic_name(&tp.topic))
-                            .with_partition_indexes(vec![tp.partition]),
-                    ),
-                }
-            }
-            Some(topics)
+        .into());
+    }
+    // Partitions by topic, topics in the order first named.
+    let mut topics: Vec<(&str, Vec<i32>)> = Vec::new();
+    for tp in partitions.unwrap_or_default() {
+        match topics.iter_mut().find(|(name, _)| *name == tp.topic) {
+            Some((_, indexes)) => indexes.push(tp.partition),
+            None => topics.push((&tp.topic, vec![tp.partition])),
         }
-    };
+    }
+    let topics = partitions.map(|_| topics);
+    if version >= 8 {
+        let topics = topics.map(|topics| {
+            topics
+                .into_iter()
+                .map(|(name, indexes)| {
+                    OffsetFetchRequestTopics::default()
+                        .with_name(topic_name(name))
+                        .with_partition_indexes(indexes)
+                })
+                .collect()
+        });
+        let one = OffsetFetchRequestGroup::default()
+            .with_group_id(group_id(group))
+            .with_topics(topics);
+        return Ok(OffsetFetchRequest::default().with_groups(vec![one]));
+    }
+    let topics = topics.map(|topics| {
+        topics
+            .into_iter()
+            .map(|(name, indexes)| {
+                OffsetFetchRequestTopic::default()
+                    .with_name(topic_name(name))
+                    .with_partition_indexes(indexes)
+            })
+            .collect()
+    });
     Ok(OffsetFetchRequest::default()
         .with_group_id(group_id(group))
         .with_topics(topics))
 }
 
-/// Committed offsets by partition; -1 (nothing committed) becomes `None`. A group-level error,
-/// or any partition's, fails the whole answer, so a retry fetches everything again.
-pub fn fetch_answer(resp: OffsetFetchResponse) -> Result<CommittedOffsets, ServerError> {
-    ServerError::check(resp.error_code)?;
-    let mut out = CommittedOffsets::new();
-    for t in resp.topics {
-        for p in t.partitions {
-            let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
-            if p.error_code != 0 {
-                return Err(ServerError::new(p.error_code)
-                    .topic(tp.topic)
-                    .partition(tp.partition));
+/// One partition's answer, whichever shape the version put it in.
+struct FetchedPartition<'a> {
+    topic: &'a str,
+    partition: i32,
+    offset: i64,
+    error_code: i16,
+}
+
+/// Committed offsets by partition for `group`, from an answer at `version`; -1 (nothing
+/// committed) becomes `None`. A group-level error, or any partition's, fails the whole answer,
+/// so a retry fetches everything again; so does a v8+ answer that leaves our group out.
+pub fn fetch_answer(
+    group: &str,
+    resp: OffsetFetchResponse,
+    version: i16,
+) -> Result<CommittedOffsets> {
+    let mut parts: Vec<FetchedPartition<'_>> = Vec::new();
+    if version >= 8 {
+        let Some(answer) = resp.groups.iter().find(|g| g.group_id.as_str() == group) else {
+            return Err(ProtocolError::BadAnswer {
+                api: "OffsetFetch",
+                reason: format!("the answer does not mention group {group}"),
             }
-            out.insert(tp, (p.committed_offset >= 0).then_some(p.committed_offset));
+            .into());
+        };
+        ServerError::check(answer.error_code)?;
+        for t in &answer.topics {
+            parts.extend(t.partitions.iter().map(|p| FetchedPartition {
+                topic: t.name.as_str(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                error_code: p.error_code,
+            }));
         }
+    } else {
+        ServerError::check(resp.error_code)?;
+        for t in &resp.topics {
+            parts.extend(t.partitions.iter().map(|p| FetchedPartition {
+                topic: t.name.as_str(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                error_code: p.error_code,
+            }));
+        }
+    }
+    let mut out = CommittedOffsets::new();
+    for p in parts {
+        if p.error_code != 0 {
+            let e = ServerError::new(p.error_code)
+                .topic(p.topic)
+                .partition(p.partition);
+            return Err(e.into());
+        }
+        let tp = TopicPartition::new(p.topic, p.partition);
+        out.insert(tp, (p.offset >= 0).then_some(p.offset));
     }
     Ok(out)
 }
@@ -183,9 +245,12 @@ pub async fn fetch_committed(
         let version = coordinator.version(ApiKey::OffsetFetch).await?;
         let req = fetch_request(&group, partitions, version)?;
         let resp = coordinator.call(|_| req, None).await?;
-        let code = resp.error_code;
-        coordinator.check(code)?;
-        fetch_answer(resp).map_err(Error::from)
+        let answer = fetch_answer(&group, resp, version);
+        if let Err(Error::Server(e)) = &answer {
+            // Forgets the coordinator when the code says it moved.
+            let _ = coordinator.check(e.code);
+        }
+        answer
     };
     coordinator
         .client()
@@ -202,7 +267,8 @@ mod tests {
         OffsetCommitResponsePartition, OffsetCommitResponseTopic,
     };
     use kafka_protocol::messages::offset_fetch_response::{
-        OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+        OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+        OffsetFetchResponseTopic, OffsetFetchResponseTopics,
     };
     use kafka_protocol::protocol::Encodable;
 
@@ -224,13 +290,23 @@ mod tests {
             req.encode(&mut bytes::BytesMut::new(), v).unwrap();
         }
         let parts = [tp("a", 0), tp("b", 2), tp("a", 3)];
-        for v in 1..=7 {
+        for v in 1..=9 {
             let req = fetch_request("g", Some(&parts), v).unwrap();
-            assert_eq!(req.topics.as_ref().unwrap()[0].partition_indexes, [0, 3]);
+            let first: &[i32] = if v >= 8 {
+                assert_eq!(req.groups.len(), 1);
+                assert_eq!(req.groups[0].group_id.as_str(), "g");
+                &req.groups[0].topics.as_ref().unwrap()[0].partition_indexes
+            } else {
+                &req.topics.as_ref().unwrap()[0].partition_indexes
+            };
+            assert_eq!(first, [0, 3], "v{v}");
             req.encode(&mut bytes::BytesMut::new(), v).unwrap();
             if v >= 2 {
                 let all = fetch_request("g", None, v).unwrap();
-                assert!(all.topics.is_none());
+                match v {
+                    8.. => assert!(all.groups[0].topics.is_none()),
+                    _ => assert!(all.topics.is_none()),
+                }
                 all.encode(&mut bytes::BytesMut::new(), v).unwrap();
             }
         }
@@ -248,11 +324,57 @@ mod tests {
             OffsetFetchResponse::default().with_topics(vec![OffsetFetchResponseTopic::default()
                 .with_name(topic_name("a"))
                 .with_partitions(vec![part(0, 12), part(1, -1)])]);
-        let got = fetch_answer(resp).unwrap();
+        let got = fetch_answer("g", resp, 7).unwrap();
         assert_eq!(got[&tp("a", 0)], Some(12));
         assert_eq!(got[&tp("a", 1)], None);
         let failed = OffsetFetchResponse::default().with_error_code(14);
-        assert!(fetch_answer(failed).unwrap_err().is_retriable());
+        assert!(fetch_answer("g", failed, 7).unwrap_err().is_retriable());
+    }
+
+    #[test]
+    fn a_batched_answer_is_read_for_our_group_only() {
+        let part = |p: i32, offset: i64| {
+            OffsetFetchResponsePartitions::default()
+                .with_partition_index(p)
+                .with_committed_offset(offset)
+        };
+        let group = |id: &str, code: i16, parts: Vec<OffsetFetchResponsePartitions>| {
+            OffsetFetchResponseGroup::default()
+                .with_group_id(group_id(id))
+                .with_error_code(code)
+                .with_topics(vec![OffsetFetchResponseTopics::default()
+                    .with_name(topic_name("a"))
+                    .with_partitions(parts)])
+        };
+        let resp = OffsetFetchResponse::default().with_groups(vec![
+            group("other", 0, vec![part(0, 99)]),
+            group("g", 0, vec![part(0, 12), part(1, -1)]),
+        ]);
+        let got = fetch_answer("g", resp, 9).unwrap();
+        assert_eq!(
+            got,
+            CommittedOffsets::from([(tp("a", 0), Some(12)), (tp("a", 1), None)])
+        );
+
+        let loading = OffsetFetchResponse::default().with_groups(vec![group("g", 14, vec![])]);
+        assert!(fetch_answer("g", loading, 8).unwrap_err().is_retriable());
+        let refused = OffsetFetchResponse::default().with_groups(vec![group(
+            "g",
+            0,
+            vec![part(0, 5).with_error_code(3)],
+        )]);
+        assert_eq!(
+            fetch_answer("g", refused, 8)
+                .unwrap_err()
+                .server()
+                .map(|e| e.code),
+            Some(3)
+        );
+        let elsewhere = OffsetFetchResponse::default().with_groups(vec![group("x", 0, vec![])]);
+        assert!(matches!(
+            fetch_answer("g", elsewhere, 8),
+            Err(Error::Protocol(ProtocolError::BadAnswer { .. }))
+        ));
     }
 
     #[test]

@@ -171,11 +171,15 @@ impl MemberState {
         self.generation.member_id = member_id;
     }
 
+    /// JoinGroup answered. The poll clock restarts here, as Java's does when its heartbeat thread
+    /// is enabled: the time parked in JoinGroup (the group's initial delay, members slow to
+    /// rejoin) was the coordinator's, not the application's.
     pub fn joined(&mut self, generation: Generation, leader: bool, now: Instant) {
         self.generation = generation;
         self.leader = leader;
         self.phase = Phase::Syncing;
         self.heartbeat_answered(now);
+        self.last_poll = now;
     }
 
     /// The assignment arrived: the member is Stable and heartbeats start an interval from now.
@@ -220,8 +224,9 @@ impl MemberState {
     }
 
     /// Decides the heartbeat task's next move. Heartbeats run while Syncing and Stable; during a
-    /// JoinGroup the coordinator needs none. The poll interval is watched only while the member
-    /// is in a generation, so a long rebalance inside `poll` does not count against it.
+    /// JoinGroup the coordinator needs none. The poll interval is watched only while Stable, and
+    /// its clock restarts when JoinGroup answers, so a long rebalance inside `poll` does not
+    /// count against it.
     pub fn heartbeat_step(
         &self,
         now: Instant,
@@ -520,6 +525,25 @@ mod tests {
         s.polled(late);
         assert!(!s.poll_timed_out());
         assert!(s.rejoin_reason().is_some());
+    }
+
+    #[test]
+    fn the_time_spent_in_join_group_does_not_count_against_the_poll_interval() {
+        let t = Instant::now();
+        let mut s = MemberState::new(t);
+        s.polled(t);
+        s.start_join();
+        let answered = t + POLL + BEAT;
+        s.joined(generation(4), false, answered);
+        s.synced(answered, BEAT);
+        assert_eq!(
+            s.heartbeat_step(answered, POLL, SESSION),
+            HeartbeatStep::Wait(Some(answered + BEAT))
+        );
+        assert_eq!(
+            s.heartbeat_step(answered + POLL, POLL, SESSION),
+            HeartbeatStep::LeaveForPollTimeout(generation(4))
+        );
     }
 
     #[test]

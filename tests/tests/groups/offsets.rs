@@ -1,4 +1,4 @@
-//! Committed offsets (OffsetCommit v2-9, OffsetFetch v1-7), lag, and the metrics endpoint.
+//! Committed offsets (OffsetCommit v2-9, OffsetFetch v1-9), lag, and the metrics endpoint.
 
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
@@ -12,7 +12,7 @@ async fn committed_offsets_come_back_exactly_and_minus_one_before_any_commit() {
     let mut client = RawClient::connect(broker.addr()).await;
     create_topic(&mut client, TOPIC, 3).await;
     create_topic(&mut client, "other", 1).await;
-    for version in 1..=7 {
+    for version in 1..=9 {
         assert_eq!(
             fetch_offsets(&mut client, "manual", Some(&[0, 1]), version).await,
             vec![
@@ -48,10 +48,11 @@ async fn committed_offsets_come_back_exactly_and_minus_one_before_any_commit() {
         (TOPIC.to_string(), 1, -1, String::new()),
         (TOPIC.to_string(), 2, 34, String::new()),
     ];
-    for version in 1..=7 {
+    for version in 1..=9 {
         assert_eq!(
             fetch_offsets(&mut client, "manual", Some(&[0, 1, 2]), version).await,
-            expected
+            expected,
+            "v{version}"
         );
     }
     // Null topics: every committed partition, in every version.
@@ -60,7 +61,7 @@ async fn committed_offsets_come_back_exactly_and_minus_one_before_any_commit() {
         ("orders".to_string(), 2, 34, String::new()),
         ("other".to_string(), 0, 7, String::new()),
     ];
-    for version in 1..=7 {
+    for version in 1..=9 {
         assert_eq!(
             fetch_offsets(&mut client, "manual", None, version).await,
             all,
@@ -119,6 +120,50 @@ async fn committed_offsets_come_back_exactly_and_minus_one_before_any_commit() {
             .as_str(),
         "Dead"
     );
+}
+
+/// librdkafka 2.x asks for several groups in one OffsetFetch (v8+): each group is answered as
+/// the single-group form would answer it, in the order asked.
+#[tokio::test]
+async fn offset_fetch_v8_and_v9_answer_several_groups_at_once() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, TOPIC, 3).await;
+    let commits = [(TOPIC, 0, 5, Some("a")), (TOPIC, 2, 9, None)];
+    client
+        .call(&commit_request("first", "", -1, &commits), 8)
+        .await;
+    let later = [(TOPIC, 1, 4, None)];
+    client
+        .call(&commit_request("second", "", -1, &later), 8)
+        .await;
+    let row = |p: i32, offset: i64, meta: &str| (TOPIC.to_string(), p, offset, meta.to_string());
+    for version in [8, 9] {
+        let asked = [
+            ("second", None),
+            ("first", Some(&[0, 1][..])),
+            ("nobody", Some(&[2][..])),
+            ("first", None),
+        ];
+        assert_eq!(
+            fetch_batch(&mut client, &asked, version).await,
+            vec![
+                ("second".into(), 0, vec![row(1, 4, "")]),
+                ("first".into(), 0, vec![row(0, 5, "a"), row(1, -1, "")]),
+                ("nobody".into(), 0, vec![row(2, -1, "")]),
+                ("first".into(), 0, vec![row(0, 5, "a"), row(2, 9, "")]),
+            ],
+            "v{version}"
+        );
+        // The same as v7, group by group.
+        for (group_id, partitions) in asked {
+            assert_eq!(
+                fetch_offsets(&mut client, group_id, partitions, version).await,
+                fetch_offsets(&mut client, group_id, partitions, 7).await,
+            );
+        }
+    }
+    assert!(fetch_batch(&mut client, &[], 9).await.is_empty());
 }
 
 #[tokio::test]

@@ -245,14 +245,25 @@ pub fn commit_request(
         .with_topics(topics)
 }
 
-/// OffsetFetch of the given partitions, or of everything with `None`: `(topic, partition,
-/// offset, metadata)` in answer order.
+/// A group's committed offsets as OffsetFetch lists them: `(topic, partition, offset, metadata)`
+/// in answer order.
+pub type Fetched = Vec<Fetched1>;
+type Fetched1 = (String, i32, i64, String);
+
+/// OffsetFetch of the given partitions, or of everything with `None`, for one group: the
+/// single-group form up to v7, a batch of one from v8.
 pub async fn fetch_offsets(
     client: &mut RawClient,
     group_id: &str,
     partitions: Option<&[i32]>,
     version: i16,
-) -> Vec<(String, i32, i64, String)> {
+) -> Fetched {
+    if version >= 8 {
+        let mut answers = fetch_batch(client, &[(group_id, partitions)], version).await;
+        let (_, code, fetched) = answers.pop().expect("one group asked, one answered");
+        assert_eq!(code, 0);
+        return fetched;
+    }
     let topics = partitions.map(|p| {
         vec![OffsetFetchRequestTopic::default()
             .with_name(topic_name(TOPIC))
@@ -269,18 +280,54 @@ pub async fn fetch_offsets(
         .flat_map(|t| {
             t.partitions.iter().map(|p| {
                 assert_eq!(p.error_code, 0);
-                let metadata = p
-                    .metadata
-                    .as_ref()
-                    .map(|m| m.to_string())
-                    .unwrap_or_default();
-                (
-                    t.name.to_string(),
-                    p.partition_index,
-                    p.committed_offset,
-                    metadata,
-                )
+                row(&t.name, p.partition_index, p.committed_offset, &p.metadata)
             })
+        })
+        .collect()
+}
+
+/// One partition of an OffsetFetch answer, whichever version's shape it came in.
+fn row(topic: &TopicName, partition: i32, offset: i64, metadata: &Option<StrBytes>) -> Fetched1 {
+    let metadata = metadata.as_deref().unwrap_or_default().to_string();
+    (topic.to_string(), partition, offset, metadata)
+}
+
+/// One OffsetFetch v8+ for several groups (librdkafka's batched form), each with the partitions
+/// of `TOPIC` asked or `None` for all: `(group, error code, offsets)` in answer order.
+pub async fn fetch_batch(
+    client: &mut RawClient,
+    groups: &[(&str, Option<&[i32]>)],
+    version: i16,
+) -> Vec<(String, i16, Fetched)> {
+    let groups = groups
+        .iter()
+        .map(|(id, partitions)| {
+            offset_fetch_request::OffsetFetchRequestGroup::default()
+                .with_group_id(group(id))
+                .with_topics(partitions.map(|p| {
+                    vec![offset_fetch_request::OffsetFetchRequestTopics::default()
+                        .with_name(topic_name(TOPIC))
+                        .with_partition_indexes(p.to_vec())]
+                }))
+        })
+        .collect();
+    let request = OffsetFetchRequest::default().with_groups(groups);
+    let response = client.call(&request, version).await;
+    response
+        .groups
+        .iter()
+        .map(|g| {
+            let fetched = g
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(|p| {
+                        assert_eq!(p.error_code, 0);
+                        row(&t.name, p.partition_index, p.committed_offset, &p.metadata)
+                    })
+                })
+                .collect();
+            (g.group_id.to_string(), g.error_code, fetched)
         })
         .collect()
 }

@@ -22,23 +22,24 @@ pub struct Cluster {
 impl Cluster {
     /// Starts a broker (or connects to `--bootstrap`) and connects an admin client.
     pub async fn start(plan: &Plan) -> Result<Self, BenchError> {
+        Self::start_with(plan, &[]).await
+    }
+
+    /// The same with more broker flags (ignored with `--bootstrap`), e.g. `--data-dir DIR`.
+    pub async fn start_with(plan: &Plan, flags: &[&str]) -> Result<Self, BenchError> {
         let (spawned, addr) = match &plan.bootstrap {
             Some(addr) => (None, addr.clone()),
             None => {
                 let bin = find_broker(plan.broker_bin.as_deref())?;
-                let broker = Spawned::start(
-                    Kind::Broker,
-                    &bin,
-                    &[
-                        "--listen",
-                        "127.0.0.1:0",
-                        // Kafka's 3 s default would be the whole of a new group's rebalance time.
-                        "--group-initial-rebalance-delay-ms",
-                        "0",
-                    ],
-                    plan.placement,
-                )
-                .await?;
+                let mut args = vec![
+                    "--listen",
+                    "127.0.0.1:0",
+                    // Kafka's 3 s default would be the whole of a new group's rebalance time.
+                    "--group-initial-rebalance-delay-ms",
+                    "0",
+                ];
+                args.extend_from_slice(flags);
+                let broker = Spawned::start(Kind::Broker, &bin, &args, plan.placement).await?;
                 let addr = broker.addr.to_string();
                 (Some(broker), addr)
             }

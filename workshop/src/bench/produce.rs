@@ -7,6 +7,9 @@
 //! against the raw sink with a window of 5; in both the raw frame is the batch size. Figures are
 //! MiB/s of record values (keys and record framing count against us) and records/s.
 //!
+//! The acks=all lines of 1 KiB records run once more against a broker with `--data-dir`, next to
+//! their in-memory figure: what waiting for fsync (group commit) costs.
+//!
 //! The keyed lines (six partitions) are compared with the same producer unkeyed, as C.3 judges
 //! them: six partitions put up to six batches into one request, a shape no one-frame raw probe
 //! has, so their raw ceiling is only given as `raw_ceiling_mib_per_s`.
@@ -65,6 +68,11 @@ impl Variant {
         self.partitions > 1
     }
 
+    /// Measured again with `--data-dir`: 1 KiB records, acks=all, one partition.
+    fn on_disk_too(self) -> bool {
+        self.record == 1024 && self.acks == Acks::All && !self.keyed()
+    }
+
     pub fn in_flight(self) -> usize {
         if self.acks == Acks::All {
             5
@@ -105,6 +113,7 @@ impl Variant {
 pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
     let mut cluster = Cluster::start(&bench.plan).await?;
     let mut unkeyed_median = None;
+    let mut in_memory = Vec::new();
     for variant in Variant::all() {
         let probe = Probe::Sink {
             frame: variant.batch,
@@ -162,9 +171,65 @@ pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
             }
         }
         unkeyed_median = (!variant.keyed()).then(|| figure.median());
+        if variant.on_disk_too() {
+            in_memory.push((variant, figure.median()));
+        }
         bench.reporter.emit(&figure);
     }
+    drop(cluster);
+    if bench.plan.bootstrap.is_none() {
+        on_disk(bench, &in_memory).await?;
+    }
     Ok(())
+}
+
+/// The acks=all variants again against a broker with `--data-dir`, where every answer waits for
+/// fsync (shared by the produces waiting at that moment), next to the same run in memory.
+async fn on_disk(bench: &mut Bench, in_memory: &[(Variant, f64)]) -> Result<(), BenchError> {
+    let dir = std::env::temp_dir().join(format!("workshop-bench-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir_flag = dir.to_string_lossy().into_owned();
+    let mut cluster = Cluster::start_with(&bench.plan, &["--data-dir", &dir_flag]).await?;
+    let result = async {
+        for &(variant, memory) in in_memory {
+            let topic = cluster
+                .create_topic("produce-disk", 1, &[RETENTION])
+                .await?;
+            cluster.reset_usage();
+            let measured = measure(&cluster, &topic, variant, &bench.plan).await;
+            cluster.delete_topic(&topic).await;
+            let (mib, records) = measured?;
+            let mut figure =
+                Figure::new("produce", format!("{}, data dir", variant.label()), "MiB/s");
+            figure.params = with_target(
+                json!({
+                    "record_bytes": variant.record,
+                    "batch_bytes": variant.batch,
+                    "acks": variant.acks.to_string(),
+                    "in_flight": variant.in_flight(),
+                    "idempotent": true,
+                    "partitions": 1,
+                    "data_dir": true,
+                    "records_per_run": bench.plan.records(variant.record, variant.batch),
+                }),
+                &bench.plan,
+            );
+            figure.runs = mib;
+            figure.broker = cluster.usage_since_last();
+            figure.extra("records_per_s", sig(records.median()));
+            figure.ceiling = Some(Ceiling {
+                name: "same producer, memory only".into(),
+                value: memory,
+                unit: "MiB/s",
+            });
+            bench.reporter.emit(&figure);
+        }
+        Ok(())
+    }
+    .await;
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// The Goal column of C.3 for an unkeyed variant, where it has one.

@@ -1,17 +1,31 @@
-//! What a lab tells: narration for people ([`Narrator`], [`Table`], per-partition lag in
-//! kafka-consumer-groups.sh's columns with [`lag_table`]) and the report for machines
-//! ([`LabReport`]: one JSON object, and the verdict as the exit code).
+//! What a lab tells, and to whom.
+//!
+//! - For people: the lab event stream. A lab tells its story through a [`Narrator`], which emits
+//!   [`Event`]s (phases, questions and answers, tables, per-partition lag, log lines,
+//!   violations, checks, the verdict) to its views, waiting at a [`Gate`] under `--step`. The
+//!   [`Terminal`] view renders them within a width; a [`Recorder`] keeps them.
+//! - For machines: the [`LabReport`], one JSON object, and the verdict as the exit code.
 
+mod checks;
+mod events;
+mod fit;
+mod gate;
 mod lag;
 mod narrator;
 mod table;
+mod terminal;
 
 use serde::Serialize;
 
 use crate::lab::LabError;
-pub use lag::{lag_table, max_and_average, LagRow};
-pub use narrator::{Narrator, Phase, Progress, Summary};
+pub use checks::Checks;
+pub use events::{Check, Event, Level, LogLine, Pause, Recorder, Subscriber, Violation};
+pub use fit::columns;
+pub use gate::Gate;
+pub use lag::{lag_lines, max_and_average, LagRow};
+pub use narrator::{Live, Narrator, Phase, Progress, Summary};
 pub use table::{Align, Table};
+pub use terminal::{Stream, Terminal, TerminalOptions, DEFAULT_WIDTH};
 
 /// The end of a lab: what it expected, whether it appeared, and every figure it measured.
 ///

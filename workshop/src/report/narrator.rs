@@ -1,19 +1,21 @@
-//! Narration for a participant running a lab alone, or a trainer in front of a room.
+//! The narrator: how a lab tells its story, as a stream of [`Event`]s to its views.
 //!
-//! A lab is told in phases: a title, what is about to happen and what to predict, then the
-//! evidence (tables, log lines), and at the end a summary (what happened, why, what an engineer
-//! can do) and the verdict. Everything goes to stderr so that stdout carries only the `--json`
-//! document; colour only when stderr is a terminal (and `NO_COLOR` is not set).
+//! A lab is told in phases: a title and what is about to happen, a question for the room, then
+//! (after [`Narrator::answer`]) the evidence; at the end a summary, the checks and the verdict.
+//! The narrator only emits; views render (the terminal, a recording, a browser). Under
+//! `--step` it waits at its [`Gate`] after each question and before each phase, so every view
+//! shows the question before its answer, whoever releases the gate.
 //!
-//! Narration is best effort: a closed or broken stderr must not change a lab's verdict, so write
-//! errors are ignored here rather than turned into lab errors.
+//! Views are called on the emitting thread, one at a time; progress may be reported from any
+//! thread (the views are behind a lock).
 
-use std::borrow::Cow;
-use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use anstyle::{AnsiColor, Style};
-
-use super::{LabReport, Table};
+use super::checks::Checks;
+use super::events::{Event, LogLine, Pause, Subscriber, Violation};
+use super::gate::Gate;
+use super::{LabReport, LagRow, Table};
 
 /// The opening of a phase.
 #[derive(Debug, Clone, Copy)]
@@ -21,7 +23,7 @@ pub struct Phase<'a> {
     pub title: &'a str,
     /// What is about to happen.
     pub about: &'a str,
-    /// What the participant should predict before reading the evidence.
+    /// What the room should predict before the evidence.
     pub predict: &'a str,
 }
 
@@ -33,381 +35,378 @@ pub struct Summary {
     pub what_to_do: Vec<String>,
 }
 
-/// Where narration goes, and how it looks there.
-struct Sink {
-    out: Box<dyn Write + Send>,
-    colour: bool,
-    /// Progress bars redraw in place, which only makes sense on a terminal.
-    terminal: bool,
+/// The views, shared with progress handles that may report from other threads.
+#[derive(Default)]
+struct Hub {
+    views: Mutex<Vec<Box<dyn Subscriber>>>,
+    next_id: AtomicU64,
 }
 
-/// Tells a lab's story; silent under `--check`.
+impl Hub {
+    fn views(&self) -> MutexGuard<'_, Vec<Box<dyn Subscriber>>> {
+        self.views.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn emit(&self, event: Event) {
+        for view in self.views().iter_mut() {
+            view.event(&event);
+        }
+    }
+}
+
+/// Tells a lab's story to whoever subscribed; with no views it tells nobody (`--check`).
+#[derive(Default)]
 pub struct Narrator {
-    sink: Option<Sink>,
-    step: bool,
-    phases: usize,
+    hub: Arc<Hub>,
+    gate: Option<Gate>,
+    /// The phase being told, from 1; 0 before the first.
+    phase: usize,
 }
-
-const TITLE: Style = Style::new()
-    .bold()
-    .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Cyan)));
-const PREDICT: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)));
-const HEADER: Style = Style::new().bold();
-const DIM: Style = Style::new().dimmed();
-const GOOD: Style = Style::new()
-    .bold()
-    .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Green)));
-const BAD: Style = Style::new()
-    .bold()
-    .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Red)));
 
 impl Narrator {
-    /// No narration at all (`--check`, tests). `--step` has nothing to pace then, so it is off.
-    pub fn quiet() -> Self {
-        Narrator {
-            sink: None,
-            step: false,
-            phases: 0,
-        }
+    /// No views, no gate.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Narration on stderr; `step` waits for Enter on stdin between phases.
-    pub fn stderr(step: bool) -> Self {
-        let stderr = std::io::stderr();
-        let terminal = stderr.is_terminal();
-        // https://no-color.org: any non-empty NO_COLOR turns colour off.
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Narrator {
-            sink: Some(Sink {
-                out: Box::new(stderr),
-                colour: terminal && !no_color,
-                terminal,
-            }),
-            step,
-            phases: 0,
-        }
+    /// Adds a view; it sees the events from now on.
+    pub fn subscribe(&mut self, view: Box<dyn Subscriber>) {
+        self.hub.views().push(view);
     }
 
-    /// Narration into any writer (tests read it back); never pauses, never draws progress.
-    pub fn to_writer(out: Box<dyn Write + Send>, colour: bool) -> Self {
-        Narrator {
-            sink: Some(Sink {
-                out,
-                colour,
-                terminal: false,
-            }),
-            step: false,
-            phases: 0,
-        }
+    /// Waits at `gate` after each question and before each phase (`--step`).
+    pub fn pace(&mut self, gate: Gate) {
+        self.gate = Some(gate);
     }
 
-    pub fn is_quiet(&self) -> bool {
-        self.sink.is_none()
+    /// The gate the narrator waits at, for whoever else may release it.
+    pub fn gate(&self) -> Option<&Gate> {
+        self.gate.as_ref()
     }
 
     /// The lab's name and the phenomenon it expects, before the first phase.
     pub fn intro(&mut self, lab: &str, expected: &str) {
-        let title = self.paint(TITLE, &format!("workshop {lab}"));
-        let label = self.paint(HEADER, "Expected: ");
-        self.write(&format!("{title}\n{label}{expected}\n"));
+        self.emit(Event::Intro {
+            lab: lab.into(),
+            expected: expected.into(),
+        });
     }
 
-    /// Opens a phase: pauses first under `--step` (except before the first one), then the title,
-    /// what is about to happen, and what to predict.
+    /// Opens a phase (waiting first, except before the first) and asks its question.
     pub fn phase(&mut self, phase: Phase<'_>) {
-        if self.sink.is_none() {
-            return;
+        if self.phase > 0 {
+            self.pause(Pause::Next);
         }
-        if self.step && self.phases > 0 {
-            self.pause();
-        }
-        self.phases += 1;
-        let title = self.paint(TITLE, &format!("── {}. {} ", self.phases, phase.title));
-        let predict = self.paint(PREDICT, "Predict: ");
-        self.write(&format!(
-            "\n{title}\n{}\n{predict}{}\n",
-            indent(phase.about),
-            phase.predict
-        ));
+        self.phase += 1;
+        self.emit(Event::Phase {
+            number: self.phase,
+            title: phase.title.into(),
+            about: phase.about.into(),
+        });
+        self.emit(Event::Question {
+            phase: self.phase,
+            text: phase.predict.into(),
+        });
     }
 
-    /// A paragraph of explanation.
+    /// The answer to the phase's question begins: under `--step`, once the gate lets it.
+    pub fn answer(&mut self) {
+        self.pause(Pause::Answer);
+        self.emit(Event::Answer { phase: self.phase });
+    }
+
+    /// A paragraph: `\n` breaks a line, views wrap the rest.
     pub fn say(&mut self, text: &str) {
-        let text = indent(text);
-        self.write(&format!("{text}\n"));
+        self.emit(Event::Text { text: text.into() });
     }
 
-    /// Log lines or other raw evidence, set off from the prose.
-    pub fn evidence(&mut self, lines: &[String]) {
-        let body: String = lines
-            .iter()
-            .map(|line| format!("    {}\n", self.paint(DIM, line)))
-            .collect();
-        self.write(&body);
-    }
-
-    /// A table of evidence.
     pub fn table(&mut self, table: &Table) {
-        let (header, body) = table.lines();
-        let mut text = format!("    {}\n", self.paint(HEADER, &header));
-        for line in body {
-            text.push_str(&format!("    {line}\n"));
-        }
-        self.write(&text);
+        self.emit(Event::Table {
+            table: table.clone(),
+        });
     }
 
-    /// A progress bar for a long phase, drawn only on a terminal.
-    pub fn progress(&self, len: u64, message: &'static str) -> Progress {
-        match &self.sink {
-            Some(sink) if sink.terminal => {
-                let bar = indicatif::ProgressBar::with_draw_target(
-                    Some(len),
-                    indicatif::ProgressDrawTarget::stderr(),
-                );
-                if let Ok(style) =
-                    indicatif::ProgressStyle::with_template("    {msg:24} [{bar:30}] {pos}/{len}")
-                {
-                    bar.set_style(style.progress_chars("=> "));
-                }
-                bar.set_message(message);
-                Progress(Some(bar))
-            }
-            _ => Progress(None),
-        }
+    /// A group's lag per partition.
+    pub fn lag(&mut self, rows: &[LagRow]) {
+        self.emit(Event::Lag {
+            rows: rows.to_vec(),
+        });
     }
 
-    /// A block of lines redrawn in place as it changes (a live table), drawn only on a
-    /// terminal; elsewhere the lab prints the final state with [`Narrator::table`].
-    pub fn live(&self) -> Progress {
-        match &self.sink {
-            Some(sink) if sink.terminal => {
-                let bar = indicatif::ProgressBar::with_draw_target(
-                    None,
-                    indicatif::ProgressDrawTarget::stderr(),
-                );
-                if let Ok(style) = indicatif::ProgressStyle::with_template("{msg}") {
-                    bar.set_style(style);
-                }
-                Progress(Some(bar))
-            }
-            _ => Progress(None),
-        }
+    pub fn log(&mut self, lines: Vec<LogLine>) {
+        self.emit(Event::Log { lines });
     }
 
-    /// Whether [`Narrator::live`] draws anything: a lab can skip building what nobody sees.
-    pub fn is_live(&self) -> bool {
-        self.sink.as_ref().is_some_and(|sink| sink.terminal)
+    /// The violations found: `shown` in detail, of `total`.
+    pub fn violations(&mut self, total: usize, shown: Vec<Violation>) {
+        self.emit(Event::Violations { total, shown });
     }
 
-    /// The closing summary: what happened, why, what an engineer can do.
-    pub fn summary(&mut self, summary: &Summary) {
-        if self.sink.is_none() {
-            return;
-        }
-        if self.step {
-            self.pause();
-        }
-        let mut text = format!("\n{}\n", self.paint(TITLE, "── Summary "));
-        for (heading, items) in [
-            ("What happened", &summary.happened),
-            ("Why", &summary.why),
-            ("What an engineer can do", &summary.what_to_do),
-        ] {
-            text.push_str(&format!("  {}\n", self.paint(HEADER, heading)));
-            for item in items {
-                text.push_str(&bullet(item));
-            }
-        }
-        self.write(&text);
-    }
-
-    /// The checks the verdict rests on, then the verdict line: whether the expected phenomenon
-    /// appeared, and the exit code it gives.
-    pub fn verdict(&mut self, report: &LabReport, checks: &[String]) {
-        let mut text = format!("\n  {}\n", self.paint(HEADER, "Checks"));
-        for check in checks {
-            text.push_str(&bullet(check));
-        }
-        let line = if report.shown {
-            self.paint(GOOD, "SHOWN")
-        } else {
-            self.paint(BAD, "NOT SHOWN")
+    /// A progress bar for a long step of `total` units.
+    pub fn progress(&self, total: u64, label: impl Into<String>) -> Progress {
+        let progress = Progress {
+            hub: self.hub.clone(),
+            id: self.hub.next_id.fetch_add(1, Ordering::Relaxed),
+            label: Mutex::new(label.into()),
+            done: AtomicU64::new(0),
+            total,
         };
-        text.push_str(&format!(
-            "\nVerdict: {line}: {} (exit code {})\n",
-            report.expected,
-            report.exit_code()
-        ));
-        self.write(&text);
+        progress.report();
+        progress
     }
 
-    fn pause(&mut self) {
-        let prompt = self.paint(DIM, "  (press Enter for the next phase)");
-        self.write(&prompt);
-        // End of input (stdin closed or not a terminal with nothing to read) just continues.
-        let _ = std::io::stdin().lock().read_line(&mut String::new());
-    }
-
-    fn paint(&self, style: Style, text: &str) -> String {
-        match &self.sink {
-            Some(sink) if sink.colour => {
-                format!("{}{text}{}", style.render(), style.render_reset())
-            }
-            _ => text.to_string(),
+    /// A lag table redrawn as the lab runs.
+    pub fn live(&self) -> Live {
+        Live {
+            hub: self.hub.clone(),
+            id: self.hub.next_id.fetch_add(1, Ordering::Relaxed),
         }
     }
 
-    fn write(&mut self, text: &str) {
-        if let Some(sink) = &mut self.sink {
-            let _ = sink.out.write_all(text.as_bytes());
-            let _ = sink.out.flush();
+    /// Whether any view shows live updates: a lab can skip measuring what nobody sees.
+    pub fn is_live(&self) -> bool {
+        self.hub.views().iter().any(|view| view.live())
+    }
+
+    /// The closing summary, on a screen of its own under `--step`.
+    pub fn summary(&mut self, summary: &Summary) {
+        self.pause(Pause::Next);
+        self.emit(Event::Summary {
+            happened: summary.happened.clone(),
+            why: summary.why.clone(),
+            what_to_do: summary.what_to_do.clone(),
+        });
+    }
+
+    /// The checks the verdict rests on, then the verdict: whether the expected phenomenon
+    /// appeared, the exit code, and which checks failed.
+    pub fn verdict(&mut self, report: &LabReport, checks: &Checks) {
+        self.pause(Pause::Next);
+        for check in checks.iter() {
+            self.emit(Event::Check {
+                check: check.clone(),
+            });
         }
+        self.emit(Event::Verdict {
+            shown: report.shown,
+            expected: report.expected.clone(),
+            exit_code: report.exit_code(),
+            failed: checks.failed().map(str::to_string).collect(),
+        });
+    }
+
+    fn pause(&mut self, pause: Pause) {
+        if let Some(gate) = self.gate.clone() {
+            self.emit(Event::Waiting { pause });
+            gate.wait();
+        }
+    }
+
+    fn emit(&self, event: Event) {
+        self.hub.emit(event);
     }
 }
 
-/// A progress bar, or nothing when narration is quiet or not on a terminal.
-pub struct Progress(Option<indicatif::ProgressBar>);
+/// A long step's progress, reported to the views as it advances; finished when dropped.
+pub struct Progress {
+    hub: Arc<Hub>,
+    id: u64,
+    label: Mutex<String>,
+    done: AtomicU64,
+    total: u64,
+}
 
 impl Progress {
-    pub fn set_message(&self, message: impl Into<Cow<'static, str>>) {
-        if let Some(bar) = &self.0 {
-            bar.set_message(message);
-        }
+    pub fn set_message(&self, label: impl Into<String>) {
+        *self.label.lock().unwrap_or_else(PoisonError::into_inner) = label.into();
+        self.report();
     }
 
     pub fn inc(&self) {
-        if let Some(bar) = &self.0 {
-            bar.inc(1);
-        }
+        self.inc_by(1);
     }
 
     pub fn inc_by(&self, n: u64) {
-        if let Some(bar) = &self.0 {
-            bar.inc(n);
-        }
+        self.done.fetch_add(n, Ordering::Relaxed);
+        self.report();
     }
 
-    /// Removes the bar, leaving the screen as it was before it.
-    pub fn finish(self) {
-        if let Some(bar) = self.0 {
-            bar.finish_and_clear();
-        }
+    /// Takes the bar off the screen.
+    pub fn finish(self) {}
+
+    fn report(&self) {
+        let label = self
+            .label
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.hub.emit(Event::Progress {
+            id: self.id,
+            label,
+            done: self.done.load(Ordering::Relaxed),
+            total: self.total,
+        });
     }
 }
 
-fn indent(text: &str) -> String {
-    text.lines()
-        .map(|line| format!("  {line}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.hub.emit(Event::Done { id: self.id });
+    }
 }
 
-fn bullet(text: &str) -> String {
-    let mut out = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let mark = if i == 0 { "  - " } else { "    " };
-        out.push_str(&format!("{mark}{line}\n"));
+/// A lag table redrawn as the lab runs; finished when dropped.
+pub struct Live {
+    hub: Arc<Hub>,
+    id: u64,
+}
+
+impl Live {
+    /// The table's current state, under a line saying where the run is.
+    pub fn show(&self, label: impl Into<String>, rows: &[LagRow]) {
+        self.hub.emit(Event::Live {
+            id: self.id,
+            label: label.into(),
+            rows: rows.to_vec(),
+        });
     }
-    out
+
+    /// Takes the table off the screen (the lab shows the final state as evidence).
+    pub fn finish(self) {}
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.hub.emit(Event::Done { id: self.id });
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::events::Recorder;
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    /// A writer the test keeps a handle on.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Captured {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-        }
-    }
 
     fn tell(n: &mut Narrator) {
         n.intro("demo", "something happens");
         n.phase(Phase {
             title: "first",
-            about: "what happens\nnext",
+            about: "what happens",
             predict: "how much?",
         });
-        let mut table = Table::new(&[("a", super::super::Align::Left)]);
-        table.row(["x"]);
-        n.table(&table);
-        n.evidence(&["ERROR it broke".to_string()]);
+        n.progress(3, "work").inc();
+        n.answer();
+        n.say("this much");
         n.phase(Phase {
             title: "second",
             about: "more",
             predict: "and now?",
         });
-        n.summary(&Summary {
-            happened: vec!["it broke".into()],
-            why: vec!["because".into()],
-            what_to_do: vec!["fix it\nproperly".into()],
-        });
+        n.answer();
+        n.summary(&Summary::default());
+        let mut checks = Checks::new();
+        checks.check("it happened", false, "0 times");
         let report = LabReport {
             lab: "demo",
             expected: "something happens".into(),
-            shown: false,
+            shown: checks.shown(),
             figures: serde_json::Value::Null,
         };
-        n.verdict(&report, &["it did not happen".to_string()]);
+        n.verdict(&report, &checks);
+    }
+
+    fn kinds(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| {
+                serde_json::to_value(e).unwrap()["event"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
     }
 
     #[test]
-    fn plain_narration_has_phases_and_no_escape_codes() {
-        let out = Captured::default();
-        let mut n = Narrator::to_writer(Box::new(out.clone()), false);
+    fn the_stream_has_each_question_before_its_answer() {
+        let recorder = Recorder::new();
+        let mut n = Narrator::new();
+        n.subscribe(Box::new(recorder.clone()));
         tell(&mut n);
-        let text = out.text();
-        assert!(!text.contains('\x1b'));
-        for expected in [
-            "workshop demo",
-            "Expected: something happens",
-            "── 1. first",
-            "  what happens\n  next",
-            "Predict: how much?",
-            "    ERROR it broke",
-            "── 2. second",
-            "What an engineer can do",
-            "  - fix it\n    properly",
-            "  - it did not happen",
-            "Verdict: NOT SHOWN: something happens (exit code 1)",
-        ] {
-            assert!(
-                text.contains(expected),
-                "{expected:?} missing from:\n{text}"
-            );
+        assert_eq!(
+            kinds(&recorder.events()),
+            [
+                "intro", "phase", "question", "progress", "progress", "done", "answer", "text",
+                "phase", "question", "answer", "summary", "check", "verdict"
+            ]
+        );
+        let Some(Event::Verdict { failed, .. }) = recorder.events().last().cloned() else {
+            panic!("no verdict last");
+        };
+        assert_eq!(failed, ["it happened"]);
+    }
+
+    #[test]
+    fn under_step_the_narrator_waits_at_each_pause() {
+        let recorder = Recorder::new();
+        let mut n = Narrator::new();
+        n.subscribe(Box::new(recorder.clone()));
+        n.pace(Gate::opened());
+        tell(&mut n);
+        let waits = recorder
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Waiting { pause } => Some(*pause),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        // Each answer; the second phase, the summary and the checks.
+        assert_eq!(
+            waits,
+            [
+                Pause::Answer,
+                Pause::Next,
+                Pause::Answer,
+                Pause::Next,
+                Pause::Next
+            ]
+        );
+    }
+
+    #[test]
+    fn the_gate_holds_the_answer_until_released() {
+        let recorder = Recorder::new();
+        let gate = Gate::new();
+        let lab = {
+            let (recorder, gate) = (recorder.clone(), gate.clone());
+            std::thread::spawn(move || {
+                let mut n = Narrator::new();
+                n.subscribe(Box::new(recorder));
+                n.pace(gate);
+                n.phase(Phase {
+                    title: "t",
+                    about: "a",
+                    predict: "p?",
+                });
+                n.answer();
+                n.say("the answer");
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !recorder
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Waiting { .. }))
+        {
+            assert!(std::time::Instant::now() < deadline, "never waited");
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
-    }
-
-    #[test]
-    fn colour_wraps_titles_in_escape_codes() {
-        let out = Captured::default();
-        let mut n = Narrator::to_writer(Box::new(out.clone()), true);
-        tell(&mut n);
-        assert!(out.text().contains("\x1b["));
-    }
-
-    #[test]
-    fn quiet_narration_says_nothing() {
-        let mut n = Narrator::quiet();
-        assert!(n.is_quiet());
-        tell(&mut n);
-        n.progress(3, "work").finish();
-        assert!(!n.is_live());
-        n.live().finish();
+        assert!(!recorder
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Answer { .. })));
+        gate.release();
+        lab.join().unwrap();
+        assert!(matches!(recorder.events().last(), Some(Event::Text { .. })));
     }
 }

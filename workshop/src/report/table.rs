@@ -1,14 +1,22 @@
 //! Plain-text tables for evidence: columns padded to their widest cell, numbers aligned right.
 
+use serde::Serialize;
+
+use super::fit::{abbreviate, columns};
+
+/// Columns are never narrowed below this when a table must fit a width.
+const MIN_COLUMN: usize = 6;
+
 /// How a column's cells line up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Align {
     Left,
     Right,
 }
 
 /// A table of evidence, rendered as aligned text.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
     columns: Vec<(String, Align)>,
     rows: Vec<Vec<String>>,
@@ -44,30 +52,51 @@ impl Table {
 
     /// The header line and the body lines, without styling, each without trailing spaces.
     pub fn lines(&self) -> (String, Vec<String>) {
-        let widths: Vec<usize> = self
+        self.lines_within(usize::MAX)
+    }
+
+    /// The same, each line at most `width` columns: while the table is wider, its widest column
+    /// is narrowed (cells cut with `…`), none below a few columns; a table that still does not
+    /// fit has its lines cut.
+    pub fn lines_within(&self, width: usize) -> (String, Vec<String>) {
+        let mut widths: Vec<usize> = self
             .columns
             .iter()
             .enumerate()
             .map(|(i, (name, _))| {
                 self.rows
                     .iter()
-                    .map(|row| row[i].chars().count())
-                    .chain([name.chars().count()])
+                    .map(|row| columns(&row[i]))
+                    .chain([columns(name)])
                     .max()
                     .unwrap_or(0)
             })
             .collect();
+        let total =
+            |widths: &[usize]| widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+        while total(&widths) > width {
+            let Some((widest, &w)) = widths.iter().enumerate().max_by_key(|(_, w)| **w) else {
+                break;
+            };
+            if w <= MIN_COLUMN {
+                break;
+            }
+            widths[widest] = (w - (total(&widths) - width)).max(MIN_COLUMN);
+        }
         let line = |cells: Vec<&str>| {
             let padded: Vec<String> = cells
                 .iter()
                 .zip(&self.columns)
                 .zip(&widths)
-                .map(|((cell, (_, align)), width)| match align {
-                    Align::Left => format!("{cell:<width$}"),
-                    Align::Right => format!("{cell:>width$}"),
+                .map(|((cell, (_, align)), &width)| {
+                    let cell = abbreviate(cell, width);
+                    match align {
+                        Align::Left => format!("{cell:<width$}"),
+                        Align::Right => format!("{cell:>width$}"),
+                    }
                 })
                 .collect();
-            padded.join("  ").trim_end().to_string()
+            abbreviate(padded.join("  ").trim_end(), width)
         };
         let header = line(self.columns.iter().map(|(name, _)| name.as_str()).collect());
         let body = self
@@ -91,5 +120,15 @@ mod tests {
         let (header, body) = table.lines();
         assert_eq!(header, "scheme   moved");
         assert_eq!(body, vec!["mod-n   80.0 %", "ring    20.1 %", "jump"]);
+    }
+
+    #[test]
+    fn a_wide_table_narrows_its_widest_column() {
+        let mut table = Table::new(&[("member", Align::Left), ("lag", Align::Right)]);
+        table.row(["order-service-consumer-1-0c61e815", "60"]);
+        let (header, body) = table.lines_within(20);
+        assert_eq!(header, "member           lag");
+        assert_eq!(body, ["order-service-…   60"]);
+        assert!(columns(&body[0]) <= 20);
     }
 }

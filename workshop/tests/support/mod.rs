@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use workshop::{LabReport, Outcome, RunError};
@@ -88,28 +87,5 @@ pub fn leftovers(addr: &str) -> (Vec<String>, Vec<client::admin::GroupListing>) 
     })
 }
 
-/// The binary `package` of the workspace (`broker`, `client`) next to this test's own binary
-/// (`target/<profile>/deps/...`), built first (or found up to date) by cargo, since `cargo test
-/// -p workshop` builds only the workshop's own binaries.
-pub fn workspace_binary(package: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("tests run from target/<profile>/deps");
-    let target_dir = dir.parent().expect("target/<profile> has a parent");
-    // The `dev` profile builds into `debug`; every other profile into its own name.
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev",
-        Some(other) => other,
-    };
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", package, "--bin", package])
-        .args(["--profile", profile])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "cargo build -p {package} failed");
-    dir.join(format!("{package}{}", std::env::consts::EXE_SUFFIX))
-}
+/// The workspace's binaries (`broker`, `client`), built once by cargo.
+pub use ::tests::workspace_binary;

@@ -1,5 +1,6 @@
 //! `client groups lag G [--watch]`: the group's per-partition lag with a bar each, scaled to the
-//! largest lag, redrawn every interval until Ctrl-C when watching.
+//! largest lag, redrawn every interval until Ctrl-C or SIGTERM when watching. Each refresh gets
+//! `--timeout` to come back: a watch on a broker that died ends with an error, not a stale table.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
@@ -7,18 +8,26 @@ use std::time::Duration;
 use client::admin::GroupLag;
 use client::Admin;
 
-use super::super::{table, Failure};
+use super::super::{table, Failure, Waited, Waiting};
 
 /// The longest bar, in characters.
 const BAR_WIDTH: usize = 40;
 
-pub async fn run(admin: &Admin, group: &str, watch: bool, every: Duration) -> Result<(), Failure> {
+pub async fn run(
+    admin: &Admin,
+    group: &str,
+    watch: bool,
+    every: Duration,
+    waiting: &Waiting,
+) -> Result<(), Failure> {
     // Redraw in place on a terminal; into a pipe, one table after another.
     let redraw = watch && io::stdout().is_terminal();
-    let interrupted = tokio::signal::ctrl_c();
-    tokio::pin!(interrupted);
     loop {
-        let lag = admin.group_lag(group).await?;
+        let lag = match waiting.on(admin.group_lag(group)).await? {
+            Waited::Done(lag) => lag,
+            Waited::Stopped if watch => return Ok(()),
+            Waited::Stopped => return Err(Failure::interrupted()),
+        };
         if !watch && lag.description.state == "Dead" {
             return Err(Failure::new(format!(
                 "consumer group '{group}' does not exist: see `client groups list`"
@@ -35,12 +44,8 @@ pub async fn run(admin: &Admin, group: &str, watch: bool, every: Duration) -> Re
         out.write_all(text.as_bytes())?;
         out.flush()?;
         drop(out);
-        if !watch {
+        if !watch || !waiting.pause(every).await {
             return Ok(());
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = &mut interrupted => return Ok(()),
         }
     }
 }

@@ -30,7 +30,7 @@ pub mod traffic;
 pub mod verdict;
 
 use crate::lab::{Lab, LabContext, LabError, Target};
-use crate::report::LabReport;
+use crate::report::{Checks, LabReport};
 use crate::target::{runtime, Cluster};
 pub use plan::HotTenantArgs;
 use plan::Mode;
@@ -53,8 +53,8 @@ impl Lab for HotTenant {
                         "--model is pure computation and needs no broker: --bootstrap {addr} is not used."
                     ));
                 }
-                let (figures, verdict) = model_mode::run(n);
-                report(ctx, model_mode::EXPECTED.to_string(), &figures, verdict)
+                let (figures, checks) = model_mode::run(n);
+                report(ctx, model_mode::EXPECTED.to_string(), &figures, checks)
             }
             Mode::Steps => {
                 ctx.narrator.intro(Self::NAME, steps::EXPECTED);
@@ -64,8 +64,8 @@ impl Lab for HotTenant {
                     .say(&format!("Running against {}.", cluster.describe()));
                 let outcome = rt.block_on(steps::run(&cluster, &mut ctx.narrator));
                 rt.block_on(cluster.close());
-                let (figures, verdict) = outcome?;
-                report(ctx, steps::EXPECTED.to_string(), &figures, verdict)
+                let (figures, checks) = outcome?;
+                report(ctx, steps::EXPECTED.to_string(), &figures, checks)
             }
             Mode::Timed(plan) => {
                 let expected = timed::expected(&plan);
@@ -74,8 +74,8 @@ impl Lab for HotTenant {
                 let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
                 let outcome = rt.block_on(timed::run(&cluster, &mut ctx.narrator, plan, ctx.seed));
                 rt.block_on(cluster.close());
-                let (figures, verdict) = outcome?;
-                report(ctx, expected, &figures, verdict)
+                let (figures, checks) = outcome?;
+                report(ctx, expected, &figures, checks)
             }
         }
     }
@@ -86,9 +86,9 @@ fn report<F: serde::Serialize>(
     ctx: &mut LabContext,
     expected: String,
     figures: &F,
-    verdict: verdict::Verdict,
+    checks: Checks,
 ) -> Result<LabReport, LabError> {
-    let report = LabReport::new(HotTenant::NAME, expected, verdict.shown(), figures)?;
-    ctx.narrator.verdict(&report, &verdict.findings);
+    let report = LabReport::new(HotTenant::NAME, expected, checks.shown(), figures)?;
+    ctx.narrator.verdict(&report, &checks);
     Ok(report)
 }

@@ -10,6 +10,7 @@ use super::lost_acks::LossRun;
 use super::resize::ResizeRun;
 use super::restart::RestartRun;
 use super::zombie::ZombieRun;
+use crate::report::Checks;
 
 /// One partition of a topic after a phase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -204,73 +205,67 @@ pub fn restart_rows(run: &RestartRun) -> Vec<PartitionRow> {
     rows(&run.log, &sends)
 }
 
-/// Whether the lab showed what it exists to show, with the checks behind the answer.
-pub struct Verdict {
-    pub shown: bool,
-    pub findings: Vec<String>,
-}
-
 /// Each failure must have been caused and measured, and each fix must have removed it while
 /// facing the same failure: a run without lost acknowledgements, a partition change that moved
 /// nothing, or a zombie nobody fenced is not shown.
-pub fn verdict(f: &Figures) -> Verdict {
-    let checks = [
-        (
-            f.acks_lost > 0 && f.duplicates_without_idempotence == f.acks_lost,
-            format!(
-                "without idempotence: {} acknowledgements lost, {} duplicates in the log (must be equal and above 0)",
-                f.acks_lost, f.duplicates_without_idempotence
-            ),
+pub fn verdict(f: &Figures) -> Checks {
+    let mut checks = Checks::new();
+    checks.check(
+        "duplicates without idempotence",
+        f.acks_lost > 0 && f.duplicates_without_idempotence == f.acks_lost,
+        format!(
+            "without idempotence: {} acknowledgements lost, {} duplicates in the log (must be equal and above 0)",
+            f.acks_lost, f.duplicates_without_idempotence
         ),
-        (
-            f.acks_lost_with_idempotence == f.acks_lost && f.duplicates_with_idempotence == 0,
-            format!(
-                "with idempotence: the same {} acknowledgements lost, {} duplicates (must be 0)",
-                f.acks_lost_with_idempotence, f.duplicates_with_idempotence
-            ),
+    );
+    checks.check(
+        "none with idempotence",
+        f.acks_lost_with_idempotence == f.acks_lost && f.duplicates_with_idempotence == 0,
+        format!(
+            "with idempotence: the same {} acknowledgements lost, {} duplicates (must be 0)",
+            f.acks_lost_with_idempotence, f.duplicates_with_idempotence
         ),
-        (
-            f.duplicates_after_partition_change > 0 && f.duplicates_in_another_partition > 0,
-            format!(
-                "after {} -> {} partitions: {} duplicates, {} of them in another partition than their first copy (both must be above 0)",
-                f.partitions,
-                f.partitions_after_change,
-                f.duplicates_after_partition_change,
-                f.duplicates_in_another_partition
-            ),
+    );
+    checks.check(
+        "duplicates after the partition change",
+        f.duplicates_after_partition_change > 0 && f.duplicates_in_another_partition > 0,
+        format!(
+            "after {} -> {} partitions: {} duplicates, {} of them in another partition than their first copy (both must be above 0)",
+            f.partitions,
+            f.partitions_after_change,
+            f.duplicates_after_partition_change,
+            f.duplicates_in_another_partition
         ),
-        (
-            f.duplicates_after_producer_restart > 0
-                && f.producer_ids_after_restarts == f.producer_restarts + 1,
-            format!(
-                "after {} restarts ({} producer ids): {} duplicates (must be above 0)",
-                f.producer_restarts,
-                f.producer_ids_after_restarts,
-                f.duplicates_after_producer_restart
-            ),
+    );
+    checks.check(
+        "duplicates after restarts",
+        f.duplicates_after_producer_restart > 0
+            && f.producer_ids_after_restarts == f.producer_restarts + 1,
+        format!(
+            "after {} restarts ({} producer ids): {} duplicates (must be above 0)",
+            f.producer_restarts, f.producer_ids_after_restarts, f.duplicates_after_producer_restart
         ),
-        (
-            f.zombie_writes_accepted_without_fencing > 0 && f.updates_lost_without_fencing > 0,
-            format!(
-                "without fencing: {} writes of the zombie accepted, {} updates of its successor lost (must be above 0)",
-                f.zombie_writes_accepted_without_fencing, f.updates_lost_without_fencing
-            ),
+    );
+    checks.check(
+        "zombie accepted without fencing",
+        f.zombie_writes_accepted_without_fencing > 0 && f.updates_lost_without_fencing > 0,
+        format!(
+            "without fencing: {} writes of the zombie accepted, {} updates of its successor lost (must be above 0)",
+            f.zombie_writes_accepted_without_fencing, f.updates_lost_without_fencing
         ),
-        (
-            f.zombie_fenced && f.zombie_writes_accepted_with_fencing == 0 && f.updates_lost_with_fencing == 0,
-            format!(
-                "with fencing: zombie fenced = {} ({}), {} of its writes accepted, {} updates lost (must be 0)",
-                f.zombie_fenced,
-                f.zombie_fenced_with.as_deref().unwrap_or("no fencing error"),
-                f.zombie_writes_accepted_with_fencing,
-                f.updates_lost_with_fencing
-            ),
+    );
+    checks.check(
+        "zombie fenced",
+        f.zombie_fenced
+            && f.zombie_writes_accepted_with_fencing == 0
+            && f.updates_lost_with_fencing == 0,
+        format!(
+            "with fencing: zombie fenced = {} ({}), {} of its writes accepted, {} updates lost (must be 0)",
+            f.zombie_fenced,
+            f.zombie_fenced_with.as_deref().unwrap_or("no fencing error"),
+            f.zombie_writes_accepted_with_fencing,
+            f.updates_lost_with_fencing
         ),
-    ];
-    let shown = checks.iter().all(|(ok, _)| *ok);
-    let findings = checks
-        .into_iter()
-        .map(|(ok, text)| format!("{} {text}", if ok { "ok:" } else { "NOT:" }))
-        .collect();
-    Verdict { shown, findings }
+    );
+    checks
 }

@@ -59,11 +59,11 @@ impl Lab for Idempotence {
         runtime.block_on(cluster.close());
         let runs = runs?;
         let figures = Figures::new(&runs);
-        let verdict = figures::verdict(&figures);
+        let checks = figures::verdict(&figures);
         let n = &mut ctx.narrator;
         n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, EXPECTED.to_string(), verdict.shown, &figures)?;
-        n.verdict(&report, &verdict.findings);
+        let report = LabReport::new(Self::NAME, EXPECTED.to_string(), checks.shown(), &figures)?;
+        n.verdict(&report, &checks);
         Ok(report)
     }
 }
@@ -94,7 +94,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     progress.finish();
     let (idempotent, broker_side) = (idempotent?, broker_side?);
     story::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
-    story::broker_side(n, broker_side.as_ref());
+    story::broker_side(n, plan, broker_side.as_ref());
 
     story::resize_opening(n, plan, &cluster.name("orders"));
     let progress = n.progress(records, "sending orders");

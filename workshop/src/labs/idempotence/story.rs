@@ -7,13 +7,13 @@ use super::lost_acks::LossRun;
 use super::plan::Plan;
 use super::resize::ResizeRun;
 use super::restart::RestartRun;
-use super::zombie::{ZombieRun, DEBIT, DEPOSIT, OPENING};
-use crate::report::{Align, Narrator, Phase, Summary, Table};
+use super::zombie::{Refusal, ZombieRun, DEBIT, DEPOSIT, OPENING};
+use crate::report::{self, Align, Narrator, Phase, Summary, Table};
 
 /// Lines of per-record evidence shown before "... and N more".
 const SHOWN: usize = 6;
-/// The zombie's story is told write by write: three per account, for a handful of accounts.
-const ZOMBIE_LINES: usize = 24;
+/// Accounts shown in the zombie's tables; the rest are counted.
+const ZOMBIE_ACCOUNTS: usize = 8;
 
 pub fn intro(n: &mut Narrator, lab: &str, expected: &str, target: &str) {
     n.intro(lab, expected);
@@ -22,10 +22,10 @@ pub fn intro(n: &mut Narrator, lab: &str, expected: &str, target: &str) {
 
 pub fn lost_acks_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
     let about = format!(
-        "{} payments go to `{topic}` ({} partitions, keyed by account), one request each, acks=all.\n\
-         The producer loses {} acknowledgements after the broker has appended the payment (fault\n\
-         injection in the client: the answer arrives and is thrown away, as if the network dropped it).\n\
-         It cannot tell a lost answer from a lost request, so it retries, as it must: a sender either\n\
+        "{} payments go to `{topic}` ({} partitions, keyed by account), one request each, acks=all. \
+         The producer loses {} acknowledgements after the broker has appended the payment (fault \
+         injection in the client: the answer arrives and is thrown away, as if the network dropped it). \
+         It cannot tell a lost answer from a lost request, so it retries, as it must: a sender either \
          retries and risks a duplicate, or gives up and risks a loss (seed 003, section 10).",
         plan.records, plan.partitions, plan.lost_acks
     );
@@ -37,6 +37,7 @@ pub fn lost_acks_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
 }
 
 pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]) {
+    n.answer();
     partition_table(n, rows, &[SENT, ACKS_LOST, IN_LOG, DUPLICATES]);
     let mut table = Table::new(&[
         ("payment", Align::Left),
@@ -80,35 +81,46 @@ pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]
         }
     }
     let dups = run.log.duplicates();
-    if run.idempotent {
-        let who = run.producer.map_or(String::new(), |p| {
-            format!(" {} (epoch {})", p.producer_id, p.epoch)
-        });
-        n.say(&format!(
-            "{} records for {} payments: {dups} duplicates. Each retry carried the producer id{who}\n\
-             and the sequence of the batch the broker already had, so it got the original offset back.\n\
-             That is the whole mechanism: deduplication by (producer id, epoch, sequence), per\n\
-             partition, of the producer's own retries. The next three phases change one term each.",
-            run.log.records(),
-            run.sent.len()
-        ));
-    } else {
-        n.say(&format!(
-            "{} records for {} payments: {dups} duplicates for {} lost acknowledgements. Every lost\n\
-             acknowledgement is a payment charged twice.",
-            run.log.records(),
-            run.sent.len(),
-            run.acks_lost
-        ));
-    }
+    let counts = format!(
+        "{} records for {} payments: {dups} duplicates for {} lost acknowledgements.",
+        run.log.records(),
+        run.sent.len(),
+        run.acks_lost
+    );
+    let meaning = match (run.acks_lost, dups) {
+        (0, _) => "No acknowledgement was lost, so nothing was retried.".to_string(),
+        (_, 0) if run.idempotent => {
+            let who = run.producer.map_or(String::new(), |p| {
+                format!(" {} (epoch {})", p.producer_id, p.epoch)
+            });
+            format!(
+                "Each retry carried the producer id{who} and the sequence of the batch the broker \
+                 already had, so it got the original offset back. That is the whole mechanism: \
+                 deduplication by (producer id, epoch, sequence), per partition, of the producer's own \
+                 retries. The next three phases change one term each."
+            )
+        }
+        (lost, dups) if lost == dups => {
+            "Every lost acknowledgement is a payment charged twice.".to_string()
+        }
+        (lost, dups) => format!(
+            "{dups} of the {lost} retries were appended again{}.",
+            if run.idempotent {
+                ", although the producer is idempotent"
+            } else {
+                ""
+            }
+        ),
+    };
+    n.say(&format!("{counts} {meaning}"));
 }
 
 pub fn idempotent_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
     let about = format!(
-        "The same {} payments to `{topic}`, with the same {} acknowledgements lost (the same\n\
-         seed), through a producer with enable.idempotence: it asks for a producer id (InitProducerId),\n\
-         numbers each partition's records, and resends a batch with the same bytes and sequence. The\n\
-         broker keeps the last five batches of each producer per partition; a retry equal to one of\n\
+        "The same {} payments to `{topic}`, with the same {} acknowledgements lost (the same \
+         seed), through a producer with enable.idempotence: it asks for a producer id (InitProducerId), \
+         numbers each partition's records, and resends a batch with the same bytes and sequence. The \
+         broker keeps the last five batches of each producer per partition; a retry equal to one of \
          them is answered with its original offset instead of being appended.",
         plan.records, plan.lost_acks
     );
@@ -120,29 +132,31 @@ pub fn idempotent_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
 }
 
 /// The embedded broker's own version of phase 2, or why there is none.
-pub fn broker_side(n: &mut Narrator, run: Option<&LossRun>) {
+pub fn broker_side(n: &mut Narrator, plan: &Plan, run: Option<&LossRun>) {
     match run {
         Some(run) => n.say(&format!(
-            "The same once more, with the embedded broker itself dropping the answers (its drop-ack\n\
-             fault: it appends, then closes the connection instead of answering, as a network would):\n\
-             {} acknowledgements dropped, {} records for {} payments, {} duplicates.",
+            "Once more with the embedded broker itself dropping answers (its drop-ack fault: it appends, \
+             then closes the connection instead of answering, as a network would), at random with the \
+             same chance per request, {}: {} acknowledgements dropped, {} records for {} payments, {} \
+             duplicates.",
+            report::percent(plan.lost_acks as f64 / f64::from(plan.records)),
             run.acks_lost,
             run.log.records(),
             run.sent.len(),
             run.log.duplicates()
         )),
         None => n.say(
-            "(A cluster offers no fault injection, so only the client loses acknowledgements here;\n\
-             on the embedded broker the lab also lets the broker drop them.)",
+            "(A cluster offers no fault injection, so only the client loses acknowledgements here; on the \
+             embedded broker the lab also lets the broker drop them.)",
         ),
     }
 }
 
 pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
     let about = format!(
-        "{} orders, keyed by order id, go through an idempotent producer to `{topic}` ({} partitions).\n\
-         Then an operator raises the partition count to {} (a real CreatePartitions). After an incident\n\
-         the application replays {} orders from its outbox, the ones it could not prove were delivered:\n\
+        "{} orders, keyed by order id, go through an idempotent producer to `{topic}` ({} partitions). \
+         Then an operator raises the partition count to {} (a real CreatePartitions). After an incident \
+         the application replays {} orders from its outbox, the ones it could not prove were delivered: \
          \"the same messages\", sent again. The partitioner now divides by {}.",
         plan.records,
         plan.partitions,
@@ -153,11 +167,12 @@ pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
     n.phase(Phase {
         title: "Where it ends (1): the partition count changes",
         about: &about,
-        predict: "how many re-sent orders does the broker recognise? How many land in another\npartition than their first copy?",
+        predict: "how many re-sent orders does the broker recognise? How many land in another partition than their first copy?",
     });
 }
 
 pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow]) {
+    n.answer();
     let mut table = Table::new(&[
         ("order", Align::Left),
         ("first copy", Align::Left),
@@ -187,23 +202,41 @@ pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow])
         ("twin elsewhere", |r| r.split),
     ];
     partition_table(n, rows, &columns);
-    n.say(&format!(
-        "The broker recognised none of the {} re-sends: to it, a record the application sends again\n\
-         is new, with a new sequence, wherever it lands. {} of them went to another partition than\n\
-         their first copy, where the producer's state for that partition never saw them, and where no\n\
-         deduplication kept per partition (a consumer's seen-set, a Kafka Streams store, a table\n\
-         sharded like the topic) can see both copies. Seed 003: idempotence is bound to (PID,\n\
-         partition); a partition change moves \"the same message\" to where nobody knows it.",
-        run.resent.len(),
-        run.log.split_ids()
-    ));
+    let (resent, dups, split) = (
+        run.resent.len() as u64,
+        run.log.duplicates(),
+        run.log.split_ids(),
+    );
+    let recognised = if dups == resent {
+        format!(
+            "The broker recognised none of the {resent} re-sends: to it, a record the application sends \
+             again is new, with a new sequence, wherever it lands."
+        )
+    } else {
+        format!(
+            "Of the {resent} re-sends, {dups} are duplicates in the log and {} are not.",
+            resent.saturating_sub(dups)
+        )
+    };
+    let elsewhere = if split > 0 {
+        format!(
+            "{split} of them went to another partition than their first copy, where the producer's state \
+             for that partition never saw them, and where no deduplication kept per partition (a \
+             consumer's seen-set, a Kafka Streams store, a table sharded like the topic) can see both \
+             copies. Seed 003: idempotence is bound to (PID, partition); a partition change moves \
+             \"the same message\" to where nobody knows it."
+        )
+    } else {
+        "None of them went to another partition than its first copy.".to_string()
+    };
+    n.say(&format!("{recognised} {elsewhere}"));
 }
 
 pub fn restart_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
     let about = format!(
-        "{} events go to `{topic}` through a relay, one at a time, with idempotence. {} times an\n\
-         acknowledgement is lost and the relay dies before it retries (in the lab: it has no retries\n\
-         left, so the send fails and the instance is replaced). Each new instance asks for a producer\n\
+        "{} events go to `{topic}` through a relay, one at a time, with idempotence. {} times an \
+         acknowledgement is lost and the relay dies before it retries (in the lab: it has no retries \
+         left, so the send fails and the instance is replaced). Each new instance asks for a producer \
          id and sends the unconfirmed event again.",
         plan.records, plan.restarts
     );
@@ -215,6 +248,7 @@ pub fn restart_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
 }
 
 pub fn restart_evidence(n: &mut Narrator, run: &RestartRun, rows: &[PartitionRow]) {
+    n.answer();
     let mut table = Table::new(&[
         ("instance", Align::Right),
         ("producer id", Align::Right),
@@ -247,22 +281,37 @@ pub fn restart_evidence(n: &mut Narrator, run: &RestartRun, rows: &[PartitionRow
         DUPLICATES,
     ];
     partition_table(n, rows, &columns);
-    n.say(&format!(
-        "{} duplicates. Each instance started with a new producer id, so its sequences began at 0 in a\n\
-         window nobody had filled: the broker's memory is per producer id, and the id dies with the\n\
-         process. (A transactional id keeps the producer id across restarts, but the re-sent event is\n\
-         still a new record with a new sequence: only a consumer-side check can recognise it.)",
-        run.log.duplicates()
-    ));
+    let dups = run.log.duplicates();
+    let ids: std::collections::BTreeSet<i64> = run
+        .instances
+        .iter()
+        .map(|i| i.producer.producer_id)
+        .collect();
+    n.say(&if dups > 0 && ids.len() == run.instances.len() {
+        format!(
+            "{dups} duplicates. Each of the {} instances started with a new producer id, so its \
+             sequences began at 0 in a window nobody had filled: the broker's memory is per producer \
+             id, and the id dies with the process. (A transactional id keeps the producer id across \
+             restarts, but the re-sent event is still a new record with a new sequence: only a \
+             consumer-side check can recognise it.)",
+            run.instances.len()
+        )
+    } else {
+        format!(
+            "{dups} duplicates, with {} producer ids for {} instances.",
+            ids.len(),
+            run.instances.len()
+        )
+    });
 }
 
 pub fn zombie_opening(n: &mut Narrator, plan: &Plan) {
     let about = format!(
-        "Writer A owns {} accounts and writes their balances ({OPENING}). A stalls (a long GC pause);\n\
-         ownership moves to writer B, which reads the balances and books a deposit of +{DEPOSIT}. Then A\n\
-         wakes up, still sure it owns the accounts, and books a debit of -{DEBIT} on the balance it\n\
-         remembers. The last balance of each key wins, as in a compacted topic or a materialised view.\n\
-         First with two plain idempotent producers (two producer ids), then with a shared\n\
+        "Writer A owns {} accounts and writes their balances ({OPENING}). A stalls (a long GC pause); \
+         ownership moves to writer B, which reads the balances and books a deposit of +{DEPOSIT}. Then A \
+         wakes up, still sure it owns the accounts, and books a debit of -{DEBIT} on the balance it \
+         remembers. The last balance of each key wins, as in a compacted topic or a materialised view. \
+         First with two plain idempotent producers (two producer ids), then with a shared \
          transactional id: its epoch is the fencing token of seed 003, section 5.",
         plan.accounts
     );
@@ -274,58 +323,104 @@ pub fn zombie_opening(n: &mut Narrator, plan: &Plan) {
 }
 
 pub fn zombie_evidence(n: &mut Narrator, unfenced: &ZombieRun, fenced: &ZombieRun) {
+    n.answer();
     for run in [unfenced, fenced] {
-        n.say(if run.fencing {
-            "With a shared transactional id:"
+        n.say(&writers(run));
+        n.table(&writes_table(run));
+        if run.balances.len() > ZOMBIE_ACCOUNTS {
+            n.say(&format!(
+                "(the first {ZOMBIE_ACCOUNTS} of {} accounts)",
+                run.balances.len()
+            ));
+        }
+    }
+    let (accepted, lost) = (unfenced.zombie_accepted(), unfenced.lost_updates());
+    let without = format!(
+        "Without fencing {accepted} of the zombie's late writes were accepted and {lost} of B's deposits \
+         vanished under its stale balances{}.",
+        if accepted > 0 && lost > 0 {
+            ": both writers \"succeed\", the seed's \"relinquishing ownership, 41822 writes since \
+             handover\""
         } else {
-            "Without fencing:"
-        });
-        let lines = run
-            .writes
+            ""
+        }
+    );
+    let with = match (&fenced.refused_with, fenced.zombie_stopped) {
+        (Some(error), true) => format!(
+            "With the shared transactional id, B's start bumped the epoch; A's first late write carried \
+             the old one and was refused ({error}), then A stopped for good: {} of its late writes \
+             reached the log.",
+            fenced.zombie_accepted()
+        ),
+        _ => format!(
+            "With the shared transactional id the zombie was not stopped: {} of its late writes reached \
+             the log and {} deposits were lost.",
+            fenced.zombie_accepted(),
+            fenced.lost_updates()
+        ),
+    };
+    n.say(&format!("{without} {with}"));
+}
+
+/// Who the writers were: their producer ids and epochs.
+fn writers(run: &ZombieRun) -> String {
+    let of = |writer: &str| {
+        run.writes
             .iter()
-            .map(|w| {
-                let result = match &w.result {
-                    Ok(at) => format!("ok {}", place(*at)),
-                    Err(e) => e.clone(),
-                };
+            .find(|w| w.writer == writer)
+            .map_or("-".to_string(), |w| {
                 format!(
-                    "writer-{}  producer {} epoch {}  {} balance={:<4}  {result}",
-                    w.writer, w.producer.producer_id, w.producer.epoch, w.account, w.balance
+                    "producer {} epoch {}",
+                    w.producer.producer_id, w.producer.epoch
                 )
             })
-            .collect();
-        capped(n, lines, ZOMBIE_LINES);
-    }
+    };
+    format!(
+        "{}: A is {}, B is {}. Each write, and the balance the log ends with:",
+        if run.fencing {
+            "With a shared transactional id"
+        } else {
+            "Without fencing"
+        },
+        of("A"),
+        of("B")
+    )
+}
+
+/// One row per account: where each of the three writes went, and the last balance.
+fn writes_table(run: &ZombieRun) -> Table {
+    let opening = format!("A writes {OPENING}");
+    let deposit = format!("B: +{DEPOSIT} = {}", OPENING + DEPOSIT);
+    let debit = format!("A, late: -{DEBIT} = {}", OPENING - DEBIT);
     let mut table = Table::new(&[
         ("account", Align::Left),
-        ("without fencing", Align::Right),
-        ("with fencing", Align::Right),
+        (opening.as_str(), Align::Left),
+        (deposit.as_str(), Align::Left),
+        (debit.as_str(), Align::Left),
+        ("last in the log", Align::Right),
         ("expected", Align::Right),
     ]);
-    for (account, balance) in &unfenced.balances {
-        let with = fenced
-            .balances
-            .get(account)
-            .map_or("-".into(), i64::to_string);
-        table.row([
-            account.clone(),
-            balance.to_string(),
-            with,
-            (OPENING + DEPOSIT).to_string(),
-        ]);
+    for (account, balance) in run.balances.iter().take(ZOMBIE_ACCOUNTS) {
+        let mut cells = vec![account.clone()];
+        // The account's writes in order: A's opening, B's deposit, A's late debit.
+        for w in run.writes.iter().filter(|w| &w.account == account) {
+            cells.push(match &w.result {
+                Ok(at) => place(*at),
+                Err(Refusal {
+                    by_broker: true,
+                    error,
+                }) => format!("refused: {error}"),
+                Err(Refusal {
+                    by_broker: false, ..
+                }) => "not sent: A stopped".to_string(),
+            });
+        }
+        cells.resize(4, "-".to_string());
+        cells.push(balance.to_string());
+        cells.push((OPENING + DEPOSIT).to_string());
+        table.row(cells);
     }
-    n.table(&table);
-    n.say(&format!(
-        "Without fencing both writers \"succeed\": {} writes of the zombie were accepted and {} deposits\n\
-         vanished under its stale balances, the seed's \"relinquishing ownership, 41822 writes since\n\
-         handover\". With the shared transactional id, B's start bumped the epoch; A's first late\n\
-         write carried the old one and was refused ({}), then A stopped for good:\n\
-         {} of its late writes reached the log.",
-        unfenced.zombie_accepted(),
-        unfenced.lost_updates(),
-        fenced.refused_with.as_deref().unwrap_or("no fencing error"),
-        fenced.zombie_accepted()
-    ));
+    table
 }
 
 pub fn summary(f: &Figures) -> Summary {
@@ -336,7 +431,7 @@ pub fn summary(f: &Figures) -> Summary {
                 f.acks_lost, f.duplicates_without_idempotence, f.duplicates_with_idempotence
             ),
             format!(
-                "After {} -> {} partitions, {} re-sent orders were {} duplicates, {} of them in another\npartition than their first copy.",
+                "After {} -> {} partitions, {} re-sent orders were {} duplicates, {} of them in another partition than their first copy.",
                 f.partitions,
                 f.partitions_after_change,
                 f.resends_after_partition_change,
@@ -348,22 +443,28 @@ pub fn summary(f: &Figures) -> Summary {
                 f.producer_restarts, f.producer_ids_after_restarts, f.duplicates_after_producer_restart
             ),
             format!(
-                "Without fencing the zombie's {} writes were accepted and {} deposits lost; with the epoch\nit was refused ({}) and stopped.",
+                "Without fencing the zombie's {} late writes were accepted and {} deposits lost; {}.",
                 f.zombie_writes_accepted_without_fencing,
                 f.updates_lost_without_fencing,
-                f.zombie_fenced_with.as_deref().unwrap_or("not at all")
+                match (f.zombie_fenced, &f.zombie_fenced_with) {
+                    (true, Some(error)) => format!("with the epoch it was refused ({error}) and stopped"),
+                    _ => format!(
+                        "with the epoch it was not stopped: {} late writes accepted, {} deposits lost",
+                        f.zombie_writes_accepted_with_fencing, f.updates_lost_with_fencing
+                    ),
+                }
             ),
         ],
         why: vec![
-            "A sender cannot tell a lost request from a lost answer: it must retry, and a retry of\nsomething already written is a duplicate. Exactly-once delivery is not a property of a channel.".into(),
-            "The broker deduplicates by (producer id, epoch, sequence), per partition: retries of the same\nbatch by the same producer to the same partition. A re-send by the application, a new producer\nid or another partition is new data to it.".into(),
-            "Two writers who both believe they own something both succeed unless every write carries a\nfencing token that only grows; Kafka's epoch is one, checked by the broker on every batch.".into(),
+            "A sender cannot tell a lost request from a lost answer: it must retry, and a retry of something already written is a duplicate. Exactly-once delivery is not a property of a channel.".into(),
+            "The broker deduplicates by (producer id, epoch, sequence), per partition: retries of the same batch by the same producer to the same partition. A re-send by the application, a new producer id or another partition is new data to it.".into(),
+            "Two writers who both believe they own something both succeed unless every write carries a fencing token that only grows; Kafka's epoch is one, checked by the broker on every batch.".into(),
         ],
         what_to_do: vec![
-            "Deduplicate where the effect happens: derive the idempotency key from the partition key\n(f(account_id, command_id)) and record \"command applied\" in the same transaction and the same\npartition as the effect (seed 003's processed_commands, INSERT ... ON CONFLICT DO NOTHING); keep\nthat record at least as long as the source's retention.".into(),
-            "Use a transactional outbox: the state change and the event in one database transaction; the\nrelay may send twice, the consumer's check absorbs it.".into(),
-            "Keep partition counts of keyed topics stable (over-provision up front); never grow a topic\nwhile replays are pending, and key deduplication state by message id, not by partition.".into(),
-            "Give each writer role a transactional id, so a restarted instance fences its zombie; any\nownership handover needs an epoch checked on every write.".into(),
+            "Deduplicate where the effect happens: derive the idempotency key from the partition key (f(account_id, command_id)) and record \"command applied\" in the same transaction and the same partition as the effect (seed 003's processed_commands, INSERT ... ON CONFLICT DO NOTHING); keep that record at least as long as the source's retention.".into(),
+            "Use a transactional outbox: the state change and the event in one database transaction; the relay may send twice, the consumer's check absorbs it.".into(),
+            "Keep partition counts of keyed topics stable (over-provision up front); never grow a topic while replays are pending, and key deduplication state by message id, not by partition.".into(),
+            "Give each writer role a transactional id, so a restarted instance fences its zombie; any ownership handover needs an epoch checked on every write.".into(),
             "Prefer naturally idempotent operations: SET status = 'paid' rather than INCREMENT.".into(),
         ],
     }
@@ -387,13 +488,4 @@ fn partition_table(n: &mut Narrator, rows: &[PartitionRow], columns: &[Column]) 
         table.row(cells);
     }
     n.table(&table);
-}
-
-fn capped(n: &mut Narrator, mut lines: Vec<String>, cap: usize) {
-    if lines.len() > cap {
-        let more = lines.len() - cap;
-        lines.truncate(cap);
-        lines.push(format!("... and {more} more"));
-    }
-    n.evidence(&lines);
 }

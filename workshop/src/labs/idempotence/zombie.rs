@@ -31,9 +31,18 @@ pub struct Write {
     pub writer: &'static str,
     pub producer: ProducerIdAndEpoch,
     pub account: String,
-    pub balance: i64,
     /// `Ok((partition, offset))`, or who refused it and why.
-    pub result: Result<(i32, i64), String>,
+    pub result: Result<(i32, i64), Refusal>,
+}
+
+/// A write that did not reach the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The broker answered with an error; otherwise the producer refused to send, having
+    /// stopped after an earlier one.
+    pub by_broker: bool,
+    /// Kafka's name for the error (INVALID_PRODUCER_EPOCH).
+    pub error: String,
 }
 
 #[derive(Debug, Clone)]
@@ -184,22 +193,19 @@ async fn write(
             .wait()
             .await
             .map(|meta| (meta.partition, meta.offset))
-            .map_err(|e| match e {
-                Error::ProducerFatal(_) => {
-                    format!("REFUSED by the broker: {}; writer-{writer} stops", name(&e))
-                }
-                _ => format!("REFUSED by the broker: {}", name(&e)),
+            .map_err(|e| Refusal {
+                by_broker: true,
+                error: name(&e),
             }),
-        Err(e) => Err(format!(
-            "refused by writer-{writer} itself: it stopped after {}",
-            name(&e)
-        )),
+        Err(e) => Err(Refusal {
+            by_broker: false,
+            error: name(&e),
+        }),
     };
     Write {
         writer,
         producer: id,
         account: account.to_string(),
-        balance,
         result,
     }
 }

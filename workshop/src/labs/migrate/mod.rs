@@ -56,10 +56,10 @@ impl Lab for Migrate {
         rt.block_on(cluster.close());
         let figures = measured?;
 
-        let verdict = verdict::verdict(&figures);
+        let checks = verdict::verdict(&figures);
         n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, expected, verdict.shown, &figures)?;
-        n.verdict(&report, &verdict.findings);
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
+        n.verdict(&report, &checks);
         Ok(report)
     }
 }

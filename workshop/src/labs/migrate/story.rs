@@ -14,17 +14,17 @@ use super::figures::{
 use super::plan::{self, Plan};
 use super::scenario::{ring_v7, ring_v8, Run, MOVED};
 use super::traffic::{Traffic, BEN, HOT_TENANT, TENANT_MS, TENANT_RATE};
-use crate::report::{Align, Narrator, Phase as Opening, Summary, Table};
+use crate::report::{Align, Level, LogLine as Line, Narrator, Phase as Opening, Summary, Table};
 
 pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
     let about = format!(
-        "A profile service keeps {users} users on shards A, B and C, placed on seed 004's ring\n\
-         of positions 0..99 (XXH3 of the user id, mod 100). Ring version 7 is {v7};\n\
-         version 8 adds D at 40, which takes (20, 40] from B.\n\
-         Writes arrive as commands on {commands},\n\
-         keyed by user id (2 partitions); a consumer group of 2 service instances applies each\n\
-         to the shard its routing table names. Each shard's changes go to its own changelog\n\
-         topic; the routing table is versioned records in a topic with cleanup.policy=compact.\n\
+        "A profile service keeps {users} users on shards A, B and C, placed on seed 004's ring \
+         of positions 0..99 (XXH3 of the user id, mod 100). Ring version 7 is {v7}; \
+         version 8 adds D at 40, which takes (20, 40] from B. \
+         Writes arrive as commands on {commands}, \
+         keyed by user id (2 partitions); a consumer group of 2 service instances applies each \
+         to the shard its routing table names. Each shard's changes go to its own changelog \
+         topic; the routing table is versioned records in a topic with cleanup.policy=compact. \
          Every run: {ms} lab ms, {rate} writes and 1 read a ms, Ben writing every 20 ms.",
         users = profiles.users.len(),
         v7 = ring_v7().describe(),
@@ -36,6 +36,7 @@ pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
         about: &about,
         predict: "how many users change shard, and from where to where?",
     });
+    n.answer();
     let tables = [ring_v7(), ring_v8()]
         .map(|ring| RoutingTable::new(ring, BTreeMap::new()).expect("seed 004's rings are valid"));
     let before = figures::users_per_shard(&profiles.users, &tables[0]);
@@ -65,7 +66,7 @@ pub fn routers_only(n: &mut Narrator) {
     n.phase(Opening {
         title: "Routers only",
         about: &format!(
-            "At {} ms the routing topic gets ring version 8, and every instance reads it. No data\n\
+            "At {} ms the routing topic gets ring version 8, and every instance reads it. No data \
              moves: the profiles of (20, 40] stay on B.",
             plan::MIGRATE_AT
         ),
@@ -74,6 +75,7 @@ pub fn routers_only(n: &mut Narrator) {
 }
 
 pub fn routers_only_evidence(n: &mut Narrator, run: &Run) {
+    n.answer();
     let f = RoutersOnly::of(run);
     let ben = RowKey::user(BEN);
     if let Some(read) = run.audit.missed_reads.iter().find(|r| r.key == ben) {
@@ -84,17 +86,19 @@ pub fn routers_only_evidence(n: &mut Narrator, run: &Run) {
             ),
             false => format!("not found ({} acknowledged writes)", read.acknowledged),
         };
-        n.evidence(&[format!(
-            "{}  instance {}, ring version {}: read {BEN} from {}: {answer}",
+        let text = format!(
+            "read {BEN} with ring version {} from shard {}: {answer}",
+            read.version, read.shard
+        );
+        n.log(vec![line(
             read.at,
-            read.instance + 1,
-            read.version,
-            read.shard,
+            format!("instance {}", read.instance + 1),
+            text,
         )]);
     }
     n.say(&format!(
-        "{} reads missed acknowledged writes; {} users appeared missing altogether, the others\n\
-         showed only what was written after the switch. {} acknowledged writes are on B, where\n\
+        "{} reads missed acknowledged writes; {} users appeared missing altogether, the others \
+         showed only what was written after the switch. {} acknowledged writes are on B, where \
          no router looks any more.",
         f.missed_reads_routers_only, f.users_missing_routers_only, f.lost_writes_routers_only
     ));
@@ -104,7 +108,7 @@ pub fn copy_once(n: &mut Narrator, plan: &Plan) {
     n.phase(Opening {
         title: "Copy once, then switch",
         about: &format!(
-            "At {} ms a snapshot of (20, 40] on B is copied to D, {} row(s) a ms (throttled), then\n\
+            "At {} ms a snapshot of (20, 40] on B is copied to D, {} row(s) a ms (throttled), then \
              ring version 8. B takes writes all along.",
             plan::MIGRATE_AT,
             plan.copy_rate
@@ -114,6 +118,7 @@ pub fn copy_once(n: &mut Narrator, plan: &Plan) {
 }
 
 pub fn copy_once_evidence(n: &mut Narrator, run: &Run) {
+    n.answer();
     let f = CopyOnce::of(run);
     let copied = f.copied_rows_copy_once;
     n.say(&format!(
@@ -121,25 +126,19 @@ pub fn copy_once_evidence(n: &mut Narrator, run: &Run) {
         f.copy_ms, f.lost_writes_copy_once
     ));
     if let Some(lost) = &f.lost_write_example {
-        let at_command = match (lost.command_partition, lost.command_offset) {
-            (Some(p), Some(o)) => format!("commands partition {p}, offset {o}"),
-            _ => "the traffic".to_string(),
+        let from = match (lost.command_partition, lost.command_offset) {
+            (Some(p), Some(o)) => format!(" (commands partition {p}, offset {o})"),
+            _ => String::new(),
         };
-        n.evidence(&[
-            format!(
-                "{}  {} for {}: read from {at_command}",
-                LabTime(lost.at_ms),
-                lost.command,
-                lost.key
-            ),
-            format!(
-                "{}  applied by shard {} at changelog offset {}; not on D, which owns {} now",
-                LabTime(lost.at_ms),
-                lost.shard,
-                lost.changelog_offset.map_or("-".into(), |o| o.to_string()),
-                lost.key
-            ),
-        ]);
+        let text = format!(
+            "applied {} for {}{from} at changelog offset {}",
+            lost.command,
+            lost.key,
+            lost.changelog_offset.map_or("-".into(), |o| o.to_string()),
+        );
+        let source = format!("shard-{}", lost.shard.to_lowercase());
+        n.log(vec![line(LabTime(lost.at_ms), source, text)]);
+        n.say(&format!("D, which owns {} now, never got it.", lost.key));
     }
 }
 
@@ -147,8 +146,8 @@ pub fn no_fencing(n: &mut Narrator, plan: &Plan) {
     n.phase(Opening {
         title: "No fencing",
         about: &format!(
-            "Every step of the protocol (next phase), but B does not check the version a write\n\
-             carries. Ben's instance stops following the routing topic at {} ms and reads it\n\
+            "Every step of the protocol (next phase), but B does not check the version a write \
+             carries. Ben's instance stops following the routing topic at {} ms and reads it \
              again only {} ms after the handover: until then it routes with version 7.",
             plan::MIGRATE_AT,
             plan.stale_ms
@@ -158,6 +157,7 @@ pub fn no_fencing(n: &mut Narrator, plan: &Plan) {
 }
 
 pub fn no_fencing_evidence(n: &mut Narrator, run: &Run) {
+    n.answer();
     let f = NoFencing::of(run);
     let refreshed = run
         .events
@@ -171,9 +171,9 @@ pub fn no_fencing_evidence(n: &mut Narrator, run: &Run) {
         .iter()
         .filter(|l| l.text.contains("serving writes") || l.text.contains("relinquishing"))
         .collect();
-    n.evidence(&lines.iter().map(ToString::to_string).collect::<Vec<_>>());
+    n.log(lines.into_iter().map(shard_line).collect());
     n.say(&format!(
-        "B's changelog holds {} writes to (20, 40] tagged version 7 after the handover; no reader\n\
+        "B's changelog holds {} writes to (20, 40] tagged version 7 after the handover; no reader \
          will ever see them: {} acknowledged writes lost.",
         f.writes_since_handover_unfenced, f.lost_writes_unfenced
     ));
@@ -183,10 +183,10 @@ pub fn protocol(n: &mut Narrator, plan: &Plan) {
     n.phase(Opening {
         title: "The protocol",
         about: &format!(
-            "Seed 004's five steps, seed 001's stages, each recorded in the routing topic: prepare;\n\
-             snapshot at a recorded changelog offset, copied {} row(s) a ms; catch up by replaying\n\
-             B's changelog from it ({} records a ms, idempotent); validate; block writes to the\n\
-             range, apply the rest, commit version 8 (B now refuses version 7); keep B's copy.\n\
+            "Seed 004's five steps, seed 001's stages, each recorded in the routing topic: prepare; \
+             snapshot at a recorded changelog offset, copied {} row(s) a ms; catch up by replaying \
+             B's changelog from it ({} records a ms, idempotent); validate; block writes to the \
+             range, apply the rest, commit version 8 (B now refuses version 7); keep B's copy. \
              Ben's instance is stale again, as before.",
             plan.copy_rate, plan.replay_rate
         ),
@@ -195,6 +195,7 @@ pub fn protocol(n: &mut Narrator, plan: &Plan) {
 }
 
 pub fn protocol_evidence(n: &mut Narrator, run: &Run) {
+    n.answer();
     let f = Protocol::of(run);
     n.say("The routing topic, record by record (offset, key, what it says):");
     n.table(&trail(&run.routing_log));
@@ -219,16 +220,11 @@ pub fn protocol_evidence(n: &mut Narrator, run: &Run) {
         ]);
         n.table(&table);
     }
-    let refusals: Vec<String> = run
-        .lines
-        .iter()
-        .filter(|l| l.level == "WARN")
-        .map(ToString::to_string)
-        .collect();
-    n.evidence(&refusals);
+    let refusals = run.lines.iter().filter(|l| l.level == "WARN");
+    n.log(refusals.map(shard_line).collect());
     n.say(&format!(
-        "{} records replayed (a second replay of all {} changed {} rows); writes to the range were\n\
-         blocked {} ms, {} held meanwhile. B refused {} stale write(s) and {} read(s); the stale\n\
+        "{} records replayed (a second replay of all {} changed {} rows); writes to the range were \
+         blocked {} ms, {} held meanwhile. B refused {} stale write(s) and {} read(s); the stale \
          instance refreshed and retried on D. {} writes lost, {} reads missed, {} duplicated.",
         f.replayed_records,
         f.replayed_twice,
@@ -247,7 +243,7 @@ pub fn failure(n: &mut Narrator) {
     n.phase(Opening {
         title: "D fails halfway",
         about: &format!(
-            "The protocol again; {} ms into its catch-up, D crashes and loses its memory, and the\n\
+            "The protocol again; {} ms into its catch-up, D crashes and loses its memory, and the \
              worker beside it with it. D is back {} ms later, rebuilt from its own changelog.",
             plan::FAIL_AFTER_MS,
             plan::DOWN_MS
@@ -257,6 +253,7 @@ pub fn failure(n: &mut Narrator) {
 }
 
 pub fn failure_evidence(n: &mut Narrator, run: &Run) {
+    n.answer();
     let f = Failure::of(run);
     let records: Vec<&MigrationRecord> = run
         .routing_log
@@ -266,7 +263,7 @@ pub fn failure_evidence(n: &mut Narrator, run: &Run) {
             _ => None,
         })
         .collect();
-    let around: Vec<String> = records
+    let around: Vec<Line> = records
         .windows(2)
         .filter(|w| w[0].state == Phase::Interrupted || w[1].state == Phase::Interrupted)
         .flat_map(|w| [record_line(w[0]), record_line(w[1])])
@@ -276,11 +273,11 @@ pub fn failure_evidence(n: &mut Narrator, run: &Run) {
             }
             lines
         });
-    n.evidence(&around);
+    n.log(around);
     let at = |t: Option<LabTime>| t.map_or("-".into(), |t| t.to_string());
     n.say(&format!(
-        "D failed at {} and came back at {} with the {} records of its changelog.\n\
-         The worker resumed from the checkpoint in the routing topic, offset {} of B's changelog:\n\
+        "D failed at {} and came back at {} with the {} records of its changelog. \
+         The worker resumed from the checkpoint in the routing topic, offset {} of B's changelog: \
          {} records D already had were skipped (idempotent apply). {} writes lost, {} duplicated.",
         at(run.events.failed_at),
         at(run.events.recovered_at),
@@ -296,8 +293,8 @@ pub fn rollback(n: &mut Narrator) {
     n.phase(Opening {
         title: "Rolling back after D took writes",
         about: &format!(
-            "The protocol commits; {} ms later (B still keeps its copy) the move is undone, two\n\
-             ways: ring version 9 gives (20, 40] back to B (routers set back); or a migration back,\n\
+            "The protocol commits; {} ms later (B still keeps its copy) the move is undone, two \
+             ways: ring version 9 gives (20, 40] back to B (routers set back); or a migration back, \
              replaying D's changelog from the handover offset into B's copy, then version 9.",
             plan::ROLLBACK_AFTER_MS
         ),
@@ -306,6 +303,7 @@ pub fn rollback(n: &mut Narrator) {
 }
 
 pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
+    n.answer();
     let f = Rollback::of(naive, back);
     let mut table = Table::new(&[
         ("rollback", Align::Left),
@@ -329,7 +327,7 @@ pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
         .rolled_back_at
         .map_or("-".into(), |t| t.to_string());
     n.say(&format!(
-        "Both began at {at}. Once D accepts writes, going back means moving them back\n\
+        "Both began at {at}. Once D accepts writes, going back means moving them back \
          (seed 004): setting routers back to B is not enough."
     ));
 }
@@ -338,11 +336,11 @@ pub fn hot_tenant(n: &mut Narrator, plan: &Plan, commands: &str) {
     n.phase(Opening {
         title: "Seed 001's hot tenant: 64 virtual buckets",
         about: &format!(
-            "Tenant {HOT_TENANT}'s orders ({} of them, {TENANT_RATE} writes a ms, each adding to an order's\n\
-             total, on {commands}) all live on its own shard.\n\
-             At {} ms its route becomes bucketed by hash(order_id) % {}, by dual write: writes to\n\
-             both places, a backfill {} row(s) a ms, validate, switch reads, stop old writes.\n\
-             {} % of second writes fail once and are retried: first without idempotency keys,\n\
+            "Tenant {HOT_TENANT}'s orders ({} of them, {TENANT_RATE} writes a ms, each adding to an order's \
+             total, on {commands}) all live on its own shard. \
+             At {} ms its route becomes bucketed by hash(order_id) % {}, by dual write: writes to \
+             both places, a backfill {} row(s) a ms, validate, switch reads, stop old writes. \
+             {} % of second writes fail once and are retried: first without idempotency keys, \
              then with them. Traffic: {TENANT_MS} ms.",
             plan.orders,
             plan::SPLIT_AT,
@@ -355,20 +353,21 @@ pub fn hot_tenant(n: &mut Narrator, plan: &Plan, commands: &str) {
 }
 
 pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
+    n.answer();
     let t = &HotTenant::of(naive, keyed);
     if let Some(route) = keyed.routing_log.iter().find_map(|(_, r)| match r {
         RoutingRecord::Tenant(t) if t.route_version > 1 => Some(*t),
         _ => None,
     }) {
-        n.say("The tenant's record in the routing topic, in seed 001's form:");
-        n.evidence(&[
-            "tenants:".to_string(),
-            format!("  \"{}\":", route.tenant),
-            "    strategy: bucketed".to_string(),
-            format!("    bucket_count: {}", route.bucket_count),
-            format!("    route_version: {}", route.route_version),
-            format!("    migration_state: {}", route.migration_state.name()),
-        ]);
+        n.say(&format!(
+            "The tenant's record in the routing topic, in seed 001's form:\n\
+             tenants:\n  \"{}\":\n    strategy: bucketed\n    bucket_count: {}\n    \
+             route_version: {}\n    migration_state: {}",
+            route.tenant,
+            route.bucket_count,
+            route.route_version,
+            route.migration_state.name()
+        ));
     }
     let mut load = Table::new(&[
         ("tenant 42 writes / 100 ms", Align::Left),
@@ -397,7 +396,7 @@ pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
     n.table(&dual_write_table(t));
     if t.naive_state != t.keyed_state {
         n.say(&format!(
-            "Without keys the validation failed, so the split ended {} and the tenant stayed in\n\
+            "Without keys the validation failed, so the split ended {} and the tenant stayed in \
              dual write, where more writes met a failure; with keys it ended {}.",
             t.naive_state, t.keyed_state
         ));
@@ -503,16 +502,37 @@ fn describe(record: &RoutingRecord) -> String {
     }
 }
 
-fn record_line(m: &MigrationRecord) -> String {
+/// A migration record as a line of the routing topic's log.
+fn record_line(m: &MigrationRecord) -> Line {
     let text = describe(&RoutingRecord::Migration(m.clone()));
-    match m.interrupted {
-        Some(phase) => format!(
-            "{}  migration/{}: {text} (during {})",
-            m.at,
-            m.id,
-            phase.name()
-        ),
-        None => format!("{}  migration/{}: {text}", m.at, m.id),
+    let text = match m.interrupted {
+        Some(phase) => format!("{text} (during {})", phase.name()),
+        None => text,
+    };
+    line(m.at, format!("migration/{}", m.id), text)
+}
+
+/// A line of the service's own log, at a moment of lab time.
+fn line(at: LabTime, source: String, text: String) -> Line {
+    Line {
+        at: Some(at.to_string()),
+        level: Level::Info,
+        source: Some(source),
+        text,
+    }
+}
+
+/// A shard's log line, as the views show logs.
+fn shard_line(l: &LogLine) -> Line {
+    Line {
+        at: Some(l.at.to_string()),
+        level: match l.level {
+            "WARN" => Level::Warn,
+            "ERROR" => Level::Error,
+            _ => Level::Info,
+        },
+        source: Some(format!("shard-{}", l.shard.name().to_lowercase())),
+        text: l.text.clone(),
     }
 }
 
@@ -525,7 +545,7 @@ pub fn summary(f: &Figures) -> Summary {
     Summary {
         happened: vec![
             format!(
-                "Routers only: {} reads missed writes ({} users looked missing). Copy once: {} writes\n\
+                "Routers only: {} reads missed writes ({} users looked missing). Copy once: {} writes \
                  lost. No fencing: {} writes since handover, all lost.",
                 f.routers_only.missed_reads_routers_only,
                 f.routers_only.users_missing_routers_only,
@@ -533,7 +553,7 @@ pub fn summary(f: &Figures) -> Summary {
                 f.no_fencing.writes_since_handover_unfenced
             ),
             format!(
-                "The protocol: {} lost, {} missed, writes to the range blocked {} ms; D failing halfway\n\
+                "The protocol: {} lost, {} missed, writes to the range blocked {} ms; D failing halfway \
                  and a rollback that replays D's changes: {} and {} lost. Routers set back: {} lost.",
                 f.protocol.lost_writes_protocol,
                 f.protocol.missed_reads_protocol,
@@ -549,7 +569,7 @@ pub fn summary(f: &Figures) -> Summary {
         ],
         why: vec![
             "A route says where to look, not what is there: data and routing must move together.".into(),
-            "Writes keep coming while data is copied; only a change stream replayed from the\n\
+            "Writes keep coming while data is copied; only a change stream replayed from the \
              snapshot's offset carries them over, and only a brief block makes the tail final."
                 .into(),
             "Refreshing routers does not stop old writers; a version checked on every write does.".into(),

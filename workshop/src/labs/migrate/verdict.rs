@@ -1,27 +1,22 @@
 //! The lab's verdict: every naive move loses something, the protocol nothing.
 
 use super::figures::Figures;
-
-/// The verdict and the checks it rests on.
-pub struct Verdict {
-    pub shown: bool,
-    pub findings: Vec<String>,
-}
+use crate::report::Checks;
 
 /// The phenomenon, short enough for the verdict line to fit 100 columns.
 pub fn expected() -> String {
     "Naive moves of (20, 40] lose writes or reads; the protocol loses none".to_string()
 }
 
-pub fn verdict(f: &Figures) -> Verdict {
-    let mut findings = Vec::new();
-    let mut shown = true;
-    let mut check = |ok: bool, text: String| {
-        shown &= ok;
-        findings.push(format!("{} {text}", if ok { "ok:" } else { "NOT:" }));
+/// The checks the verdict rests on: the phenomenon is shown when every one holds.
+pub fn verdict(f: &Figures) -> Checks {
+    let mut checks = Checks::new();
+    let mut check = |name: &str, ok: bool, detail: String| {
+        checks.check(name, ok, detail);
     };
     let r = &f.routers_only;
     check(
+        "routers only misses reads",
         r.missed_reads_routers_only > 0,
         format!(
             "routers only: {} reads missed acknowledged writes, {} users looked missing",
@@ -29,6 +24,7 @@ pub fn verdict(f: &Figures) -> Verdict {
         ),
     );
     check(
+        "copy once loses writes",
         f.copy_once.lost_writes_copy_once > 0,
         format!(
             "copy once, then switch: {} writes lost",
@@ -37,11 +33,12 @@ pub fn verdict(f: &Figures) -> Verdict {
     );
     let u = &f.no_fencing;
     check(
+        "no fencing: writes since handover",
         u.writes_since_handover_unfenced > 0
             && u.lost_writes_unfenced as u64 == u.writes_since_handover_unfenced
             && u.writes_since_handover_counted_by_b == u.writes_since_handover_unfenced,
         format!(
-            "no fencing: {} writes since handover in B's changelog ({} by B's count),\n{} lost",
+            "no fencing: {} writes since handover in B's changelog ({} by B's count), {} lost",
             u.writes_since_handover_unfenced,
             u.writes_since_handover_counted_by_b,
             u.lost_writes_unfenced
@@ -51,9 +48,10 @@ pub fn verdict(f: &Figures) -> Verdict {
     let clean = p.lost_writes_protocol + p.missed_reads_protocol + p.duplicated_effects_protocol;
     let refused = p.refused_stale_writes_fenced + p.refused_stale_reads_fenced;
     check(
+        "the protocol loses nothing",
         clean == 0 && refused > 0 && p.writes_since_handover_fenced == 0,
         format!(
-            "the protocol: {} lost, {} missed reads, {} duplicated; the stale instance was refused\n\
+            "the protocol: {} lost, {} missed reads, {} duplicated; the stale instance was refused \
              {} write(s) and {} read(s), {} writes since handover",
             p.lost_writes_protocol,
             p.missed_reads_protocol,
@@ -64,6 +62,7 @@ pub fn verdict(f: &Figures) -> Verdict {
         ),
     );
     check(
+        "a second replay changes nothing",
         p.replayed_twice > 0 && p.replay_twice_changes == 0,
         format!(
             "replaying the {} records of the catch-up a second time changed {} rows",
@@ -72,15 +71,17 @@ pub fn verdict(f: &Figures) -> Verdict {
     );
     let d = &f.failure;
     check(
+        "D fails halfway, nothing lost",
         d.lost_after_failure == 0 && d.duplicated_after_failure == 0 && d.restored_records > 0,
         format!(
-            "D failed during its catch-up, came back from {} changelog records, resumed:\n\
+            "D failed during its catch-up, came back from {} changelog records, resumed: \
              {} lost, {} duplicated",
             d.restored_records, d.lost_after_failure, d.duplicated_after_failure
         ),
     );
     let b = &f.rollback;
     check(
+        "rollback",
         b.lost_writes_rollback_routers_only > 0 && b.lost_writes_rollback == 0,
         format!(
             "rollback after D took writes: routers set back lost {}, a migration back lost {}",
@@ -89,11 +90,12 @@ pub fn verdict(f: &Figures) -> Verdict {
     );
     let t = &f.hot_tenant;
     check(
+        "dual write",
         t.divergent_orders_naive > 0
             && t.divergent_orders_keyed == 0
             && t.duplicated_effects_keyed == 0,
         format!(
-            "tenant 42 in {} buckets: without idempotency keys {} orders diverged\n\
+            "tenant 42 in {} buckets: without idempotency keys {} orders diverged \
              ({} effects doubled); with them {}",
             t.bucket_count,
             t.divergent_orders_naive,
@@ -101,7 +103,7 @@ pub fn verdict(f: &Figures) -> Verdict {
             t.divergent_orders_keyed
         ),
     );
-    Verdict { shown, findings }
+    checks
 }
 
 #[cfg(test)]
@@ -113,8 +115,7 @@ mod tests {
     fn the_verdict_needs_every_naive_loss_and_no_protocol_loss() {
         let f = in_memory_figures(5);
         let judged = verdict(&f);
-        assert!(judged.shown, "{:#?}", judged.findings);
-        assert!(judged.findings.iter().all(|line| line.starts_with("ok: ")));
+        assert!(judged.shown(), "{:#?}", judged.failed().collect::<Vec<_>>());
         let spoiled: [fn(&mut Figures); 6] = [
             |f| f.routers_only.missed_reads_routers_only = 0,
             |f| f.copy_once.lost_writes_copy_once = 0,
@@ -127,15 +128,8 @@ mod tests {
             let mut g = f.clone();
             spoil(&mut g);
             let judged = verdict(&g);
-            assert!(!judged.shown);
-            assert_eq!(
-                judged
-                    .findings
-                    .iter()
-                    .filter(|l| l.starts_with("NOT: "))
-                    .count(),
-                1
-            );
+            assert!(!judged.shown());
+            assert_eq!(judged.failed().count(), 1);
         }
     }
 }

@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::movement::Movement;
 use super::run::Outcome;
 use super::traffic::FEATURED_ORDER;
-use crate::report::max_and_average;
+use crate::report::{max_and_average, Checks};
 
 /// The refusal to shrink, as the admin call got it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -141,12 +141,6 @@ impl Figures {
     }
 }
 
-/// The verdict and the checks it rests on.
-pub struct Verdict {
-    pub shown: bool,
-    pub findings: Vec<String>,
-}
-
 /// The phenomenon, in one sentence; order 8842 is named when these counts move its key.
 pub fn expected(before: i32, after: i32) -> String {
     let key = super::events::order_key(FEATURED_ORDER);
@@ -163,28 +157,27 @@ pub fn expected(before: i32, after: i32) -> String {
     )
 }
 
-pub fn verdict(f: &Figures) -> Verdict {
-    let mut findings = Vec::new();
-    let mut shown = true;
-    let mut check = |ok: bool, text: String| {
-        shown &= ok;
-        findings.push(format!("{} {text}", if ok { "ok:" } else { "NOT:" }));
-    };
-    check(
+/// The checks the verdict rests on.
+pub fn verdict(f: &Figures) -> Checks {
+    let mut checks = Checks::new();
+    checks.check(
+        "violations after the increase",
         f.violations > 0,
         format!(
             "{} ordering violation(s) after the increase from {} to {} partitions, over {} of {} keys moved",
             f.violations, f.partitions_before, f.partitions_after, f.keys_moved, f.keys_total
         ),
     );
-    check(
+    checks.check(
+        "none over-provisioned",
         f.fixes.provisioned.violations == 0,
         format!(
             "{} violation(s) with {} partitions from the start",
             f.fixes.provisioned.violations, f.fixes.provisioned.partitions
         ),
     );
-    check(
+    checks.check(
+        "none after the migration",
         f.fixes.migration.violations == 0,
         format!(
             "{} violation(s) with the drained migration to {}",
@@ -195,11 +188,12 @@ pub fn verdict(f: &Figures) -> Verdict {
                 .map_or("a new topic", |m| m.to_topic.as_str())
         ),
     );
-    check(
+    checks.check(
+        "shrinking refused",
         f.shrink.refused,
         match (&f.shrink.error, &f.shrink.message) {
             (Some(error), Some(message)) => format!(
-                "shrinking {} to {} was refused with {error}:\n{message}",
+                "shrinking {} to {} was refused with {error}: {message}",
                 f.shrink.topic, f.shrink.to
             ),
             (Some(error), None) => format!("shrinking was refused: {error}"),
@@ -209,5 +203,5 @@ pub fn verdict(f: &Figures) -> Verdict {
             ),
         },
     );
-    Verdict { shown, findings }
+    checks
 }

@@ -75,10 +75,10 @@ impl Lab for Partitions {
         rt.block_on(cluster.close());
         let figures = measured?;
 
-        let verdict = figures::verdict(&figures);
-        n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, expected, verdict.shown, &figures)?;
-        n.verdict(&report, &verdict.findings);
+        let checks = figures::verdict(&figures);
+        n.summary(&story::summary(&plan, &figures));
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
+        n.verdict(&report, &checks);
         Ok(report)
     }
 }
@@ -106,28 +106,32 @@ async fn phases(
         change: Change::Grow { to: plan.after },
     };
     let mut run = Run::start(&env, plan, spec, traffic).await?;
-    let progress = n.progress(rounds, "applying orders, round by round");
+    let progress = n.progress(rounds / 2, "applying orders, round by round");
     let lag = run.until_change(&progress).await?.to_vec();
     progress.finish();
-    story::backlog_evidence(n, run.featured_written(), &lag);
+    story::backlog_evidence(n, plan, run.featured_written(), &lag);
 
-    story::increase_opening(n, run.topic(), plan, METADATA_MAX_AGE.as_millis());
-    let progress = n.progress(rounds / 2, "after the increase");
+    story::increase_opening(n, run.topic(), plan, METADATA_MAX_AGE.as_millis(), &lag);
+    let progress = n.progress(1, "the increase");
     run.change(&progress).await?;
+    progress.finish();
     story::increase_evidence(
         n,
         plan,
         run.featured_written(),
         run.assignment_after(),
         &run.featured_log(),
+        (run.featured_overtaken(), run.featured_version()),
     );
+
+    story::count_opening(n, plan);
+    let progress = n.progress(rounds / 2, "the rest of the traffic");
     run.after_change(&progress).await?;
     progress.finish();
     let failure = run.finish().await?;
     let movement =
         Movement::count(traffic.keys(), plan.before, plan.after).map_err(LabError::Internal)?;
-    story::count_opening(n, plan);
-    story::count_evidence(n, &failure, &movement);
+    story::count_evidence(n, plan, &failure, &movement, &lag);
 
     // Fix 1: enough partitions from the start.
     let provisioned_topic = format!("{TOPIC}-{}", plan.provisioned);
@@ -145,11 +149,7 @@ async fn phases(
         },
     )
     .await?;
-    story::scenario_evidence(
-        n,
-        &provisioned,
-        "The group's lag halfway through, when the first run's operator stepped in:",
-    );
+    story::provisioned_evidence(n, plan, &provisioned, &failure);
 
     // Fix 2: a new topic, drained before keys switch.
     let (old, new) = (format!("{TOPIC}-v1"), format!("{TOPIC}-v2"));

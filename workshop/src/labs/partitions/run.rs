@@ -269,6 +269,17 @@ impl<'a> Run<'a> {
         self.store.lines_for(FEATURED_ORDER).cloned().collect()
     }
 
+    /// The first violation on order 8842, if its events were reordered.
+    pub fn featured_overtaken(&self) -> Option<&Seen> {
+        let key = super::events::order_key(FEATURED_ORDER);
+        self.seen.iter().find(|s| s.violation.key == key)
+    }
+
+    /// The version of order 8842 the store holds so far.
+    pub fn featured_version(&self) -> Option<u32> {
+        self.store.version(FEATURED_ORDER)
+    }
+
     /// The group's members and partitions once settled after the change.
     pub fn assignment_after(&self) -> &[(String, Vec<i32>)] {
         &self.assignment_after

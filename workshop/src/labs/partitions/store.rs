@@ -47,6 +47,22 @@ pub struct LogLine {
     pub message: String,
 }
 
+impl LogLine {
+    /// The line as the lab event stream carries it, stamped with its round.
+    pub fn event(&self) -> crate::report::LogLine {
+        crate::report::LogLine {
+            at: Some(format!("round {:>3}", self.round)),
+            level: match self.level {
+                Level::Info => crate::report::Level::Info,
+                Level::Warn => crate::report::Level::Warn,
+                Level::Error => crate::report::Level::Error,
+            },
+            source: None,
+            text: self.message.clone(),
+        }
+    }
+}
+
 impl fmt::Display for LogLine {
     /// `INFO  applying event ...`: the level padded to five columns, then the message.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -8,6 +8,7 @@ use super::accounting::{self, Redelivery, Revocations};
 use super::journal::Event;
 use super::plan::{Incident, Kind, Plan, MEMBERS, PARTITIONS};
 use super::scenario::Outcome;
+use crate::report::Checks;
 
 /// One run, measured the same way as every other.
 #[derive(Debug, Clone, Serialize)]
@@ -243,20 +244,11 @@ pub fn build(plan: &Plan, outcomes: &[Outcome]) -> Result<Figures, String> {
     })
 }
 
-/// Whether the lab showed what it exists to show, with one line per check.
-pub struct Verdict {
-    pub shown: bool,
-    pub findings: Vec<String>,
-}
-
-pub fn verdict(f: &Figures) -> Verdict {
-    let mut findings = Vec::new();
-    let mut shown = true;
-    let mut check = |ok: bool, text: String| {
-        shown &= ok;
-        findings.push(format!("{} {text}", if ok { "ok:" } else { "NOT:" }));
-    };
-    check(
+/// The checks the verdict rests on.
+pub fn verdict(f: &Figures) -> Checks {
+    let mut checks = Checks::new();
+    checks.check(
+        "duplicates = processed, not committed",
         f.duplicates > 0
             && f.duplicates == f.processed_uncommitted
             && f.processed == f.committed + f.duplicates,
@@ -265,7 +257,8 @@ pub fn verdict(f: &Figures) -> Verdict {
             f.duplicates, f.processed_uncommitted, f.stalled_member, f.processed, f.committed
         ),
     );
-    check(
+    checks.check(
+        "late commit refused",
         f.failed_commits > 0
             && f.late_commit_broker_answer
                 .as_deref()
@@ -277,13 +270,15 @@ pub fn verdict(f: &Figures) -> Verdict {
             f.late_commit_broker_answer.as_deref().unwrap_or("nothing")
         ),
     );
-    check(
+    checks.check(
+        "resumed at the committed offsets",
         f.resumed_at_committed,
-        "the new owners resumed at the committed offsets".to_string(),
+        "the new owners resumed at the committed offsets",
     );
     for (name, s) in &f.scenarios {
         if s.duplicates != s.processed_uncommitted {
-            check(
+            checks.check(
+                &format!("run {name} counted"),
                 false,
                 format!(
                     "run {name}: {} duplicates but {} processed and uncommitted",
@@ -292,21 +287,24 @@ pub fn verdict(f: &Figures) -> Verdict {
             );
         }
     }
-    check(
+    checks.check(
+        "cooperative revokes fewer",
         f.partitions_revoked_cooperative < f.partitions_revoked_eager,
         format!(
             "partitions revoked from members that kept running: {} eager, {} cooperative-sticky",
             f.partitions_revoked_eager, f.partitions_revoked_cooperative
         ),
     );
-    check(
+    checks.check(
+        "static restart without rebalance",
         f.static_membership_rebalances == 0 && f.dynamic_restart_rebalances > 0,
         format!(
             "a restart within the session timeout: {} rebalance(s) as a static member, {} as a dynamic one",
             f.static_membership_rebalances, f.dynamic_restart_rebalances
         ),
     );
-    check(
+    checks.check(
+        "smaller batches, fewer duplicates",
         f.duplicates_small_poll_batch > 0 && f.duplicates_small_poll_batch < f.duplicates,
         format!(
             "max.poll.records {} instead of {}: {} duplicates instead of {} (fewer, not none)",
@@ -316,7 +314,8 @@ pub fn verdict(f: &Figures) -> Verdict {
             f.duplicates
         ),
     );
-    check(
+    checks.check(
+        "dedup in the transaction",
         f.duplicate_effects_colocated_dedup == 0
             && f.double_charged_cents_colocated_dedup == 0
             && f.redeliveries_refused_colocated_dedup > 0,
@@ -325,7 +324,8 @@ pub fn verdict(f: &Figures) -> Verdict {
             f.duplicate_effects_colocated_dedup, f.redeliveries_refused_colocated_dedup
         ),
     );
-    check(
+    checks.check(
+        "TTL dedup lets duplicates through",
         f.duplicates_ttl_dedup > 0,
         format!(
             "dedup in a separate store with a {} ms TTL (replay after {} ms): {} duplicates",
@@ -335,5 +335,5 @@ pub fn verdict(f: &Figures) -> Verdict {
             f.duplicates_ttl_dedup
         ),
     );
-    Verdict { shown, findings }
+    checks
 }

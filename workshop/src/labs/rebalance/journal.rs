@@ -163,6 +163,21 @@ pub struct LogLine {
 }
 
 impl LogLine {
+    /// The line as the lab event stream carries it.
+    pub fn event(&self) -> crate::report::LogLine {
+        use crate::report::Level;
+        crate::report::LogLine {
+            at: Some(hms(self.at_ms)),
+            level: match self.level {
+                "WARN" => Level::Warn,
+                "ERROR" => Level::Error,
+                _ => Level::Info,
+            },
+            source: Some(self.member.clone()),
+            text: self.text.clone(),
+        }
+    }
+
     /// In the seed's layout: `02:14:07,551 WARN  [Consumer clientId=billing-3, groupId=billing] ...`.
     pub fn render(&self, group: &str) -> String {
         format!(

@@ -76,16 +76,16 @@ impl Lab for Rebalance {
         let figures = figures::build(&plan, &outcomes).map_err(LabError::Internal)?;
         tell(n, &plan, &figures, &outcomes, &target, &ctx.target);
 
-        let verdict = figures::verdict(&figures);
+        let checks = figures::verdict(&figures);
         n.summary(&story::summary(&figures));
         let report = LabReport {
             lab: Self::NAME,
             expected,
-            shown: verdict.shown,
+            shown: checks.shown(),
             figures: serde_json::to_value(&figures)
                 .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
         };
-        n.verdict(&report, &verdict.findings);
+        n.verdict(&report, &checks);
         Ok(report)
     }
 }
@@ -163,8 +163,8 @@ fn tell(
     };
     n.say(&format!("Ran against {target}."));
     story::setup(n, plan, figures, base, *on == Target::Embedded);
-    story::stall(n, plan, figures, base);
-    story::redeliveries(n, figures);
+    story::stall(n, figures, base);
+    story::redeliveries(n, plan, figures, base);
     story::cooperative(n, figures);
     story::static_membership(n, figures);
     story::small_batch(n, figures);

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use super::figures::Figures;
 use super::journal::{hms, Event};
-use super::plan::{Plan, Timing};
+use super::plan::Plan;
 use super::scenario::Outcome;
-use crate::report::{lag_table, thousands, Align, Narrator, Phase, Summary, Table};
+use crate::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
 
 fn secs(ms: u64) -> String {
     if ms < 1000 {
@@ -40,15 +40,15 @@ fn euros(cents: i64) -> String {
 pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
     let t = &plan.timing;
     let clock = if paused {
-        "The broker is embedded and shares tokio's paused clock with the members: every timeout\n\
+        "The broker is embedded and shares tokio's paused clock with the members: every timeout \
          elapses in virtual time, exactly, and the whole run takes a moment of real time."
     } else {
         "Against a cluster time is real, so the timeouts are the shortest a broker accepts."
     };
     let about = format!(
-        "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four\n\
-         members, each a real consumer of our client: poll up to {} records, apply each payment to\n\
-         the ledger ({} each), commit the batch's offsets, poll again (at-least-once).\n\
+        "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four \
+         members, each a real consumer of our client: poll up to {} records, apply each payment to \
+         the ledger ({} each), commit the batch's offsets, poll again (at-least-once). \
          session.timeout {}, heartbeat {}, max.poll.interval {}.\n{clock}",
         f.topic,
         f.partitions,
@@ -64,12 +64,13 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
         title: "The billing service",
         about: &about,
         predict: &format!(
-            "{} will stop for {} between processing a batch and committing it. What becomes of\n\
+            "{} will stop for {} between processing a batch and committing it. What becomes of \
              the payments of that batch?",
             f.stalled_member,
             secs(t.stall.as_millis() as u64)
         ),
     });
+    n.answer();
     let mut table = Table::new(&[
         ("MEMBER", Align::Left),
         ("GENERATION", Align::Right),
@@ -110,11 +111,10 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
     n.table(&table);
 }
 
-pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
-    let t: &Timing = &plan.timing;
+pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     let about = format!(
-        "After the batch in which it processes its {} payment, {} stops for {} before\n\
-         committing: a GC pause, or a payment-gateway call that hangs. max.poll.interval is {}.",
+        "After the batch in which it processes its {} payment, {} stops for {} before committing: a GC \
+         pause, or a payment-gateway call that hangs. max.poll.interval is {}.",
         ordinal(f.stall_after_payments),
         f.stalled_member,
         secs(f.stall_ms),
@@ -125,41 +125,38 @@ pub fn stall(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
         about: &about,
         predict: "are the payments of that batch lost, or applied twice? How many?",
     });
-    if !base.lag_during.is_empty() {
-        n.say(&format!(
-            "{} into the stall, `kafka-consumer-groups.sh --describe --group {}` (the admin client):\n\
-             {}'s partitions lag by what it processed and has not committed.",
-            secs(t.lag_snapshot.as_millis() as u64),
-            f.group,
-            f.stalled_member
-        ));
-        n.table(&lag_table(&base.lag_during, 16));
-    }
-    n.say("Then, as the members logged it (time since the lab started):");
-    n.evidence(&incident_lines(base, f.stalled_member));
+    n.answer();
+    n.say("As the members logged it (time since the lab started):");
+    n.log(incident_lines(base, f.stalled_member));
+    let balanced = f.processed == f.committed + f.duplicates;
     n.say(&format!(
-        "{} processed {} payments it never committed. The ledger applied {} payments twice\n\
-         ({} charged twice): processed {} = committed {} + duplicates {}.",
+        "{} processed {} payments it never committed. The ledger applied {} payments twice ({} charged \
+         twice): processed {}, committed {}, duplicates {}{}.",
         f.stalled_member,
         f.processed_uncommitted,
         f.duplicates,
         euros(f.double_charged_cents),
         f.processed,
         f.committed,
-        f.duplicates
+        f.duplicates,
+        if balanced {
+            " (processed = committed + duplicates)"
+        } else {
+            " (processed is not committed + duplicates: see the checks)"
+        }
     ));
 }
 
 /// The seed's sequence from the run's journal: the stall, the poll timeout, the revocations of
 /// the first rebalance, where the new owners of the stalled member's partitions start, the
 /// failed commit, and the stalled member's return.
-fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
+fn incident_lines(o: &Outcome, stalled: &str) -> Vec<report::LogLine> {
     let entries = o.journal.entries();
     let Some(start) = entries
         .iter()
         .position(|e| matches!(e.event, Event::StallStarted { .. }))
     else {
-        return vec!["(no stall happened)".to_string()];
+        return vec![note(None, "no stall happened".to_string())];
     };
     let owned: BTreeSet<i32> = entries[..start]
         .iter()
@@ -179,17 +176,19 @@ fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
         let by_stalled = e.member.as_deref() == Some(stalled);
         let show = match &e.event {
             Event::StallStarted { duration_ms } => {
-                lines.push(format!(
-                    "{} ----- {stalled} stops for {} before committing (the lab's stall)",
-                    hms(e.at_ms),
-                    secs(*duration_ms)
+                lines.push(note(
+                    Some(e.at_ms),
+                    format!(
+                        "{stalled} stops for {} before committing (the lab's stall)",
+                        secs(*duration_ms)
+                    ),
                 ));
                 false
             }
             Event::StallEnded => {
-                lines.push(format!(
-                    "{} ----- {stalled} resumes and commits its batch",
-                    hms(e.at_ms)
+                lines.push(note(
+                    Some(e.at_ms),
+                    format!("{stalled} resumes and commits its batch"),
                 ));
                 false
             }
@@ -212,7 +211,7 @@ fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
         };
         if show {
             if let Some(line) = e.log_line(&o.topic) {
-                lines.push(line.render(&o.group));
+                lines.push(line.event());
             }
         }
         if by_stalled && matches!(e.event, Event::Lost { .. }) {
@@ -222,13 +221,31 @@ fn incident_lines(o: &Outcome, stalled: &str) -> Vec<String> {
     lines
 }
 
-pub fn redeliveries(n: &mut Narrator, f: &Figures) {
+/// The lab's own marker in the members' log.
+fn note(at_ms: Option<u64>, text: String) -> report::LogLine {
+    report::LogLine {
+        at: at_ms.map(hms),
+        level: Level::Note,
+        source: None,
+        text,
+    }
+}
+
+pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.phase(Phase {
         title: "Redelivery accounting, per generation",
-        about: "Every payment the ledger applied twice, by partition and offset: who applied it first,\n\
-                in which generation of the group, and who applied it again.",
+        about: &format!(
+            "Every payment the ledger applied twice, by partition and offset: who applied it first, in \
+             which generation of the group, and who applied it again. A new owner starts at the \
+             committed offset, as `kafka-consumer-groups.sh --describe --group {}` showed it {} into the \
+             stall.",
+            f.group,
+            secs(plan.timing.lag_snapshot.as_millis() as u64)
+        ),
         predict: "whose generation is the first application in, and whose the second?",
     });
+    n.answer();
+    n.lag(&base.lag_during);
     let mut table = Table::new(&[
         ("PARTITION", Align::Left),
         ("OFFSETS", Align::Right),
@@ -246,28 +263,75 @@ pub fn redeliveries(n: &mut Narrator, f: &Figures) {
         ]);
     }
     n.table(&table);
-    n.say(
-        "The first application is in the generation the stalled member was removed from; the second\n\
-         in the generation that gave its partitions to others. Neither member did anything wrong.",
-    );
+    let stalled_first = f
+        .redeliveries
+        .iter()
+        .all(|r| r.first.member == f.stalled_member && r.second.generation > r.first.generation);
+    // Where the group's commits left each partition: the log start when nothing was committed.
+    let committed = |partition: i32| {
+        base.lag_during
+            .iter()
+            .find(|row| row.partition == partition)
+            .map(|row| row.current_offset.unwrap_or(0))
+    };
+    let from_committed = f
+        .redeliveries
+        .iter()
+        .all(|r| committed(r.partition) == Some(r.first_offset));
+    n.say(&if f.redeliveries.is_empty() {
+        "No payment was applied twice.".to_string()
+    } else if stalled_first {
+        let firsts: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.first.generation).collect();
+        let seconds: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.second.generation).collect();
+        let list = |g: &BTreeSet<i32>| {
+            g.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let starts: Vec<String> = f
+            .redeliveries
+            .iter()
+            .map(|r| format!("{}-{} at {}", f.topic, r.partition, r.first_offset))
+            .collect();
+        format!(
+            "Every first application is {}'s, in generation {}; every second one is the new owner's, \
+             in generation {}, {} ({}). Neither member did anything wrong.",
+            f.stalled_member,
+            list(&firsts),
+            list(&seconds),
+            if from_committed {
+                "starting at the committed offset"
+            } else {
+                "starting at"
+            },
+            starts.join(", ")
+        )
+    } else {
+        format!(
+            "Not every payment applied twice was first applied by {}: see the table.",
+            f.stalled_member
+        )
+    });
 }
 
 pub fn cooperative(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Eager vs cooperative-sticky",
-        about: "The same stall with assignor cooperative-sticky (KIP-429): members keep what they own\n\
-                through a rebalance and give up only the partitions that move. Counted below: partitions\n\
-                revoked from members that kept running, from the stall until the group settled, and how\n\
+        about: "The same stall with assignor cooperative-sticky (KIP-429): members keep what they own \
+                through a rebalance and give up only the partitions that move. Counted below: partitions \
+                revoked from members that kept running, from the stall until the group settled, and how \
                 long each waited for its next owner.",
         predict: "how many partitions stop on members that were never stuck?",
     });
+    n.answer();
     let b = &f.scenarios["baseline"];
     let c = &f.scenarios["cooperative"];
     let mut table = Table::new(&[
         ("ASSIGNOR", Align::Left),
-        ("REVOKED FROM RUNNING MEMBERS", Align::Right),
+        ("REVOKED FROM OTHERS", Align::Right),
         ("LONGEST PAUSE", Align::Right),
-        ("PARTITION-SECONDS PAUSED", Align::Right),
+        ("TOTAL PAUSE", Align::Right),
         ("REBALANCES", Align::Right),
         ("DUPLICATES", Align::Right),
     ]);
@@ -276,26 +340,44 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
             s.assignor.to_string(),
             s.revoked.partitions.to_string(),
             secs(s.revoked.longest_pause_ms),
-            format!("{:.1}", s.revoked.total_pause_ms as f64 / 1000.0),
+            secs(s.revoked.total_pause_ms),
             s.rebalances.to_string(),
             s.duplicates.to_string(),
         ]);
     }
     n.table(&table);
-    n.say(&format!(
-        "Eager members give up everything at every rebalance, the one that removes {0} and the one\n\
-         that lets it back, and wait for the slowest member to finish its batch and rejoin.\n\
-         Cooperative members kept consuming what they kept; only the {1} partitions handed back to\n\
-         {0} stopped, each for a second rebalance that the others learn of at their next heartbeat.\n\
-         Neither saves {0}'s uncommitted batch: {2} duplicates.",
-        f.stalled_member, f.partitions_revoked_cooperative, f.duplicates_cooperative
-    ));
+    let fewer = if c.revoked.partitions < b.revoked.partitions {
+        format!(
+            "Eager members gave up everything they owned at each of the {} rebalances and waited for the \
+             slowest member to rejoin: {} partitions stopped on members that were never stuck. \
+             Cooperative members kept consuming what they kept: only {} stopped, each for a second \
+             rebalance that the others learn of at their next heartbeat.",
+            b.rebalances, b.revoked.partitions, c.revoked.partitions
+        )
+    } else {
+        format!(
+            "Cooperative-sticky did not stop fewer partitions here: {} against {} eager.",
+            c.revoked.partitions, b.revoked.partitions
+        )
+    };
+    let kept = if b.duplicates > 0 && c.duplicates > 0 {
+        format!(
+            "Neither saves {}'s uncommitted batch: {} and {} duplicates.",
+            f.stalled_member, b.duplicates, c.duplicates
+        )
+    } else {
+        format!(
+            "Duplicates: {} eager, {} cooperative.",
+            b.duplicates, c.duplicates
+        )
+    };
+    n.say(&format!("{fewer} {kept}"));
 }
 
 pub fn static_membership(n: &mut Narrator, f: &Figures) {
     let about = format!(
-        "{} restarts (its process is replaced) and is back after {}, within session.timeout ({}).\n\
-         Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member\n\
+        "{} restarts (its process is replaced) and is back after {}, within session.timeout ({}). \
+         Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member \
          id), once with group.instance.id (KIP-345: no LeaveGroup, the instance takes its place back).",
         f.restarted_member,
         secs(f.restart_downtime_ms),
@@ -306,6 +388,7 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
         about: &about,
         predict: "how many rebalances does each restart cost the group?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("MEMBERSHIP", Align::Left),
         ("REBALANCES", Align::Right),
@@ -325,22 +408,33 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
         ]);
     }
     n.table(&table);
-    n.say(
-        "A static member that comes back within the session timeout gets its old assignment in\n\
-         the same generation: nobody else notices. Past the session timeout it is removed like any.",
-    );
+    let st = &f.scenarios["static"];
+    n.say(&if st.rebalances == 0 {
+        format!(
+            "The static member came back within the session timeout and took its old assignment in the \
+             same generation: 0 rebalances, {} partitions revoked from the others. Past the session \
+             timeout it is removed like any.",
+            st.revoked.partitions
+        )
+    } else {
+        format!(
+            "The static restart still cost {} rebalance(s), {} partitions revoked from the others.",
+            st.rebalances, st.revoked.partitions
+        )
+    });
 }
 
 pub fn small_batch(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "A smaller max.poll.records",
         about: &format!(
-            "The same stall with max.poll.records {} instead of {}: the member commits after every\n\
+            "The same stall with max.poll.records {} instead of {}: the member commits after every \
              {} payments.",
             f.small_max_poll_records, f.max_poll_records, f.small_max_poll_records
         ),
         predict: "how many duplicates now?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("MAX.POLL.RECORDS", Align::Right),
         ("PROCESSED, NOT COMMITTED", Align::Right),
@@ -355,20 +449,26 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
         ]);
     }
     n.table(&table);
-    n.say(
-        "What is lost to a stall is at most one batch: smaller batches shrink it, at the price of\n\
-         a commit per few records. Fewer duplicates, never none.",
-    );
+    let (big, small) = (f.duplicates, f.duplicates_small_poll_batch);
+    n.say(&if small > 0 && small < big {
+        format!(
+            "What is lost to a stall is at most one batch: {small} instead of {big}. Smaller batches \
+             shrink it, at the price of a commit per few records. Fewer duplicates, never none."
+        )
+    } else {
+        format!("{small} duplicates with the smaller batches, {big} with the larger.")
+    });
 }
 
 pub fn colocated(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in the same transaction, keyed by the partition key",
-        about: "The seed's `processed_commands (account_id, command_id)`: the ledger is sharded by\n\
-                account like the topic, the dedup row lives in the account's shard, and inserting it and\n\
+        about: "The seed's `processed_commands (account_id, command_id)`: the ledger is sharded by \
+                account like the topic, the dedup row lives in the account's shard, and inserting it and \
                 applying the charge are one local transaction. The same deliveries as the first run.",
         predict: "how many charges are applied twice?",
     });
+    n.answer();
     n.say(&format!(
         "{} redeliveries found their row and were refused; duplicate effects: {}; charged twice: {}.",
         f.redeliveries_refused_colocated_dedup,
@@ -381,45 +481,71 @@ pub fn ttl(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in a separate store with a TTL",
         about: &format!(
-            "`SET cmd:<payment> NX EX ttl` in a cache, then the charge in the ledger: two stores, two\n\
+            "`SET cmd:<payment> NX EX ttl` in a cache, then the charge in the ledger: two stores, two \
              steps. The TTL is {}, chosen \"so the cache does not grow\". The same deliveries again.",
             secs(f.dedup_ttl_ms)
         ),
         predict: "does the cache stop the replay?",
     });
-    n.say(&format!(
-        "The replay came {} after the first application, when the keys had expired: {} duplicates,\n\
-         {} charged twice. A dedup TTL must outlast the longest replay (a topic's retention).",
-        f.shortest_replay_ms
-            .map_or_else(|| "-".to_string(), secs),
-        f.duplicates_ttl_dedup,
-        euros(f.double_charged_cents_ttl_dedup)
-    ));
+    n.answer();
+    let replay = f.shortest_replay_ms;
+    n.say(&match replay {
+        Some(ms) if ms > f.dedup_ttl_ms && f.duplicates_ttl_dedup > 0 => format!(
+            "The replay came {} after the first application, when the keys had expired: {} duplicates, \
+             {} charged twice. A dedup TTL must outlast the longest replay (a topic's retention).",
+            secs(ms),
+            f.duplicates_ttl_dedup,
+            euros(f.double_charged_cents_ttl_dedup)
+        ),
+        Some(ms) => format!(
+            "The replay came {} after the first application, with a TTL of {}: {} duplicates, {} \
+             charged twice.",
+            secs(ms),
+            secs(f.dedup_ttl_ms),
+            f.duplicates_ttl_dedup,
+            euros(f.double_charged_cents_ttl_dedup)
+        ),
+        None => "Nothing was replayed, so the cache had nothing to stop.".to_string(),
+    });
 }
 
 pub fn summary(f: &Figures) -> Summary {
+    let removed = match (&f.late_commit_broker_answer, f.failed_commits) {
+        (Some(answer), failed) if failed > 0 => format!(
+            "its heartbeat task left the group, the group rebalanced, and its late commit failed (the \
+             coordinator: {answer})"
+        ),
+        _ => "yet its late commit did not fail".to_string(),
+    };
+    let replayed = if f.duplicates == f.processed_uncommitted {
+        format!(
+            "exactly the {} that {} had processed and not committed",
+            f.processed_uncommitted, f.stalled_member
+        )
+    } else {
+        format!(
+            "while {} had processed {} it did not commit",
+            f.stalled_member, f.processed_uncommitted
+        )
+    };
     Summary {
         happened: vec![
             format!(
-                "{} stopped for {}, longer than max.poll.interval ({}): its heartbeat task left the\n\
-                 group, the group rebalanced, and its late commit failed (the coordinator: {}).",
+                "{} stopped for {}, longer than max.poll.interval ({}): {removed}.",
                 f.stalled_member,
                 secs(f.stall_ms),
                 secs(f.max_poll_interval_ms),
-                f.late_commit_broker_answer.as_deref().unwrap_or("-")
             ),
             format!(
-                "The new owners started from the committed offsets: {} payments ({}) applied twice,\n\
-                 exactly the {} that {} had processed and not committed.",
+                "The new owners started from the committed offsets: {} payments ({}) applied twice, \
+                 {replayed}.",
                 f.duplicates,
                 euros(f.double_charged_cents),
-                f.processed_uncommitted,
-                f.stalled_member
             ),
             format!(
-                "cooperative-sticky: {} partitions revoked from running members instead of {};\n\
-                 static membership: {} rebalances for a restart instead of {}; max.poll.records {}:\n\
-                 {} duplicates instead of {}.",
+                "cooperative-sticky: {} partitions revoked from running members instead of {}; static \
+                 membership: {} rebalances for a restart instead of {}; max.poll.records {}: {} \
+                 duplicates instead of {}.",
                 f.partitions_revoked_cooperative,
                 f.partitions_revoked_eager,
                 f.static_membership_rebalances,
@@ -436,29 +562,29 @@ pub fn summary(f: &Figures) -> Summary {
             ),
         ],
         why: vec![
-            "Kafka's consumer is at-least-once: offsets are committed after processing, and a member\n\
-             that loses its partitions between the two leaves that work to be done again. It is the\n\
+            "Kafka's consumer is at-least-once: offsets are committed after processing, and a member \
+             that loses its partitions between the two leaves that work to be done again. It is the \
              contract, not a bug (seed 003, section 10)."
                 .to_string(),
-            "A rebalance is how the group takes partitions from a member that stopped polling; the\n\
+            "A rebalance is how the group takes partitions from a member that stopped polling; the \
              committed offset is all the next owner knows."
                 .to_string(),
-            "A dedup record outside the effect's transaction can expire, be evicted or live on another\n\
-             node: only the same transaction in the same partition makes \"already applied\" and\n\
+            "A dedup record outside the effect's transaction can expire, be evicted or live on another \
+             node: only the same transaction in the same partition makes \"already applied\" and \
              \"applied\" one fact."
                 .to_string(),
         ],
         what_to_do: vec![
-            "Record the idempotency key, derived from the partition key (account_id, payment_id), in\n\
+            "Record the idempotency key, derived from the partition key (account_id, payment_id), in \
              the same transaction and shard as the effect."
                 .to_string(),
-            "Keep the time between polls well under max.poll.interval: smaller max.poll.records, or\n\
+            "Keep the time between polls well under max.poll.interval: smaller max.poll.records, or \
              hand slow calls off and pause the partition meanwhile."
                 .to_string(),
-            "Use cooperative-sticky so running members keep consuming, and group.instance.id so\n\
+            "Use cooperative-sticky so running members keep consuming, and group.instance.id so \
              rolling restarts do not rebalance at all."
                 .to_string(),
-            "Make a dedup TTL at least the source's retention; treat CommitFailedException as \"this\n\
+            "Make a dedup TTL at least the source's retention; treat CommitFailedException as \"this \
              batch will be processed again\"."
                 .to_string(),
         ],

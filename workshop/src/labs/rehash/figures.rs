@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::compare::Spec;
 use super::measure::Measurement;
 use super::worked::{Cycle, JumpProbe, RingExample};
-use crate::report::round;
+use crate::report::{round, Checks};
 
 /// A consistent scheme moves "about" the minimum when it is within this share of it: a quarter
 /// leaves room for a ring's random arcs (a 256-token ring's new node takes its 20 % give or take
@@ -143,14 +143,6 @@ pub struct Figures {
     pub weighted: Weighted,
 }
 
-/// Whether the phenomenon appeared, and what the figures say about it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    pub shown: bool,
-    /// One line per check, for the narration.
-    pub findings: Vec<String>,
-}
-
 /// The sentence the lab sets out to show, for this change.
 pub fn expected(from: u32, to: u32, mod_n: &Cycle, ideal: f64, max_vnodes: Option<u32>) -> String {
     let ring = max_vnodes.map_or(String::new(), |v| {
@@ -166,54 +158,61 @@ pub fn expected(from: u32, to: u32, mod_n: &Cycle, ideal: f64, max_vnodes: Optio
 
 /// Shown when mod N moves most keys and every judged consistent scheme ([`SchemeRow::judged`])
 /// moves about the minimum.
-pub fn verdict(ideal: f64, schemes: &[SchemeRow]) -> Verdict {
+pub fn verdict(ideal: f64, schemes: &[SchemeRow]) -> Checks {
     let max_vnodes = schemes.iter().filter_map(|r| r.vnodes).max();
-    let mut findings = Vec::new();
-    let mut shown = true;
+    let mut checks = Checks::new();
 
     match schemes.iter().find(|r| r.scheme == "mod-n") {
         Some(row) => {
             // "Most" is more than half and clearly more than any scheme must move: doubling the
             // nodes moves half the keys under mod N, which is also the minimum, so it shows nothing.
             let most = row.moved_fraction > 0.5 && row.moved_fraction > (1.0 + ABOUT) * ideal;
-            shown &= most;
-            findings.push(format!(
-                "mod N moved {:.1} % of keys: {}",
-                row.moved_fraction * 100.0,
-                if most {
-                    "most of them, far above the minimum"
-                } else {
-                    "not most of them, or no more than the minimum"
-                }
-            ));
+            checks.check(
+                "mod N moves most",
+                most,
+                format!(
+                    "mod N moved {:.1} % of keys: {}",
+                    row.moved_fraction * 100.0,
+                    if most {
+                        "most of them, far above the minimum"
+                    } else {
+                        "not most of them, or no more than the minimum"
+                    }
+                ),
+            );
         }
         None => {
-            shown = false;
-            findings.push("mod N was not measured".into());
+            checks.check("mod N moves most", false, "mod N was not measured");
         }
     }
 
     let judged: Vec<&SchemeRow> = schemes.iter().filter(|r| r.judged(max_vnodes)).collect();
     if judged.is_empty() {
-        shown = false;
-        findings.push("no consistent scheme could be measured".into());
+        checks.check(
+            "consistent schemes move the minimum",
+            false,
+            "no consistent scheme could be measured",
+        );
     }
     for row in judged {
         let close = (row.moved_fraction - ideal).abs() <= ABOUT * ideal;
-        shown &= close;
-        findings.push(format!(
-            "{} moved {:.1} % against a minimum of {:.1} %: {}",
-            row.name(),
-            row.moved_fraction * 100.0,
-            ideal * 100.0,
-            if close {
-                "about the minimum"
-            } else {
-                "not close to the minimum"
-            }
-        ));
+        checks.check(
+            &format!("{} moves the minimum", row.name()),
+            close,
+            format!(
+                "{} moved {:.1} % against a minimum of {:.1} %: {}",
+                row.name(),
+                row.moved_fraction * 100.0,
+                ideal * 100.0,
+                if close {
+                    "about the minimum"
+                } else {
+                    "not close to the minimum"
+                }
+            ),
+        );
     }
-    Verdict { shown, findings }
+    checks
 }
 
 #[cfg(test)]
@@ -244,20 +243,24 @@ mod tests {
             row("jump", None, 0.2),
         ];
         let v = verdict(0.2, &rows);
-        assert!(v.shown, "{:?}", v.findings);
+        assert!(v.shown(), "{v:?}");
         // The one-token ring is contrast, not judged.
-        assert_eq!(v.findings.len(), 3);
+        assert_eq!(v.iter().count(), 3);
     }
 
     #[test]
     fn not_shown_when_mod_n_moves_no_more_than_needed_or_a_scheme_moves_too_much() {
         // Doubling: mod N keeps half, as every scheme must move half; sampled keys may tip it
         // just over one half, which is still no more than the minimum.
-        assert!(!verdict(0.5, &[row("mod-n", None, 0.503), row("jump", None, 0.5)]).shown);
+        assert!(!verdict(0.5, &[row("mod-n", None, 0.503), row("jump", None, 0.5)]).shown());
         // A "ring" that moves 40 % is not a ring (seed 003).
-        assert!(!verdict(0.2, &[row("mod-n", None, 0.8), row("ring", Some(256), 0.4)]).shown);
-        assert!(!verdict(0.2, &[row("mod-n", None, 0.8)]).shown);
-        assert!(!verdict(0.2, &[row("ring", Some(256), 0.2)]).shown);
+        let not_a_ring = verdict(0.2, &[row("mod-n", None, 0.8), row("ring", Some(256), 0.4)]);
+        assert_eq!(
+            not_a_ring.failed().collect::<Vec<_>>(),
+            ["ring (256 vnodes) moves the minimum"]
+        );
+        assert!(!verdict(0.2, &[row("mod-n", None, 0.8)]).shown());
+        assert!(!verdict(0.2, &[row("ring", Some(256), 0.2)]).shown());
     }
 
     #[test]

@@ -115,10 +115,10 @@ impl Lab for Rehash {
             jump_middle_removal,
             weighted,
         };
-        let verdict = figures::verdict(ideal, &figures.schemes);
+        let checks = figures::verdict(ideal, &figures.schemes);
         n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, expected, verdict.shown, &figures)?;
-        n.verdict(&report, &verdict.findings);
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
+        n.verdict(&report, &checks);
         Ok(report)
     }
 }

@@ -7,7 +7,7 @@ use super::measure::Measurement;
 use super::plan::Plan;
 use super::schemes::{node_name, NodeId};
 use super::worked::{mod_cycle, Cycle, JumpProbe, RingExample};
-use crate::report::{percent, thousands, Align, Narrator, Phase, Summary, Table};
+use crate::report::{self, percent, thousands, Align, Narrator, Phase, Summary, Table};
 
 /// Nodes shown in the per-node table; the rest are summarised by the spread columns.
 const NODES_SHOWN: usize = 12;
@@ -25,11 +25,12 @@ pub fn cycles_to_show(from: u32, to: u32) -> Vec<Cycle> {
 pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cycle]) {
     n.phase(Phase {
         title: "mod N: twelve values, three shards, then four",
-        about: "Seed 004 routes users with shard = hash(userId) % shardCount. Take the hash values 0 to 11\n\
-                (a full cycle of both 3 and 4) and add a fourth shard. A value keeps its shard only if\n\
+        about: "Seed 004 routes users with shard = hash(userId) % shardCount. Take the hash values 0 to 11 \
+                (a full cycle of both 3 and 4) and add a fourth shard. A value keeps its shard only if \
                 h % 3 == h % 4.",
         predict: "how many of the twelve keep their shard?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("hash", Align::Right),
         ("% 3", Align::Right),
@@ -68,8 +69,8 @@ pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cyc
     n.say("N to N+1 keeps only 1/(N+1) of keys in place.");
     if let Some(storm) = cycles.iter().find(|c| (c.from, c.to) == (8, 7)) {
         n.say(&format!(
-            "Seed 003's cache storm: a memcached tier of 8 loses a node, the client switches to mod 7,\n\
-             and {} of keys miss at once; the hit ratio falls from 0.968 to 0.121 and the database\n\
+            "Seed 003's cache storm: a memcached tier of 8 loses a node, the client switches to mod 7, \
+             and {} of keys miss at once; the hit ratio falls from 0.968 to 0.121 and the database \
              behind it runs out of connections.",
             percent(storm.moved_fraction)
         ));
@@ -79,10 +80,11 @@ pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cyc
 pub fn ring_by_hand(n: &mut Narrator, ex: &RingExample) {
     n.phase(Phase {
         title: "A ring by hand (seed 004)",
-        about: "Positions 0 to 99. A sits at 20, B at 50, C at 80. A hash belongs to the first node at or\n\
+        about: "Positions 0 to 99. A sits at 20, B at 50, C at 80. A hash belongs to the first node at or \
                 after it; past 99 the search wraps to 0. Now D joins at 40.",
         predict: "which hashes change owner, and to whom? Where do 35 and 90 go?",
     });
+    n.answer();
     let mut table = Table::new(&[
         ("hash", Align::Right),
         ("owner before D", Align::Left),
@@ -94,13 +96,22 @@ pub fn ring_by_hand(n: &mut Narrator, ex: &RingExample) {
     }
     n.table(&table);
     n.say(&format!(
-        "D owns {}: {} of the 100 positions changed owner, {}. A hash of 35 now belongs to {};\n\
-         90 wraps past the end to {}. A new position takes one arc from one neighbour; nothing else moves.",
+        "D owns {}: {} of the 100 positions changed owner, {}. A hash of 35 now belongs to {}; \
+         90 wraps past the end to {}.{}",
         ex.d_owns,
         ex.moved_positions,
-        if ex.moved_only_to_d { "all of them to D" } else { "not all of them to D" },
+        if ex.moved_only_to_d {
+            "all of them to D"
+        } else {
+            "not all of them to D"
+        },
         ex.owner_of_35,
-        ex.owner_of_90
+        ex.owner_of_90,
+        if ex.moved_only_to_d {
+            " A new position takes one arc from one neighbour; nothing else moves."
+        } else {
+            ""
+        }
     ));
 }
 
@@ -121,13 +132,12 @@ pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
     let about = format!(
         "{} seeded keys, {} nodes, then {change}. Each scheme routes every key before and after:\n\
          - mod N: hash % N.\n\
-         - ring: v tokens per node at the hashes of node-3#0, node-3#1, ...; the first token at or\n\
-         \x20 after the key's hash owns it.\n\
+         - ring: v tokens per node at the hashes of node-3#0, node-3#1, ...; the first token at or after \
+         the key's hash owns it.\n\
          - rendezvous: every node scores the key, the highest score wins.\n\
          - jump: Lamping and Veach's jump consistent hash over buckets 0 to n-1.\n\
-         - fixed slots: hash % 4096 picks a slot, a placement table picks its node (seed 004);\n\
-         \x20 Kafka: murmur2 % {} picks a partition, as Kafka's producer does, and brokers hold\n\
-         \x20 whole partitions.\n\
+         - fixed slots: hash % 4096 picks a slot, a placement table picks its node (seed 004); Kafka: \
+         murmur2 % {} picks a partition, as Kafka's producer does, and brokers hold whole partitions.\n\
          No scheme can move fewer than {} of the keys: the share the change takes from the old nodes.",
         thousands(plan.keys as u64),
         plan.from.len(),
@@ -149,6 +159,7 @@ pub fn lineup_evidence(
     ideal: f64,
     law: &[SpreadLaw],
 ) {
+    n.answer();
     let mut table = Table::new(&[
         ("scheme", Align::Left),
         ("moved", Align::Right),
@@ -172,9 +183,8 @@ pub fn lineup_evidence(
     n.table(&table);
     say_refusals(n, refused);
     n.say(&format!(
-        "moved: keys whose node changed (minimum {}). between survivors: moves between two nodes present\n\
-         before and after, never needed. max/avg and stddev/avg: keys per node after the change.\n\
-         lookup: wall time per key on this machine and build, reported, not judged.",
+        "moved: keys whose node changed (at least {}); between survivors: moves between nodes there \
+         before and after, never needed; max/avg, stddev/avg: keys per node; lookup: time per key here.",
         percent(ideal)
     ));
     node_loads(n, plan, measured);
@@ -218,13 +228,12 @@ fn ring_notes(n: &mut Narrator, law: &[SpreadLaw]) {
         ]);
     }
     n.say(&format!(
-        "The ring's spread (stddev/avg) falls as 1/sqrt(v). With a few nodes one ring's spread is itself\n\
-         a draw, so next to this run's ring is the mean over {} token placements:",
+        "A ring's spread falls as 1/sqrt(v), and one ring's is a draw: the mean over {} token placements:",
         law[0].placements
     ));
     n.table(&table);
     n.say(
-        "Seed 003's rule of thumb: 200,000 keys, a fifth node added to four, expect about 20 % moved and\n\
+        "Seed 003's rule of thumb: 200,000 keys, a fifth node added to four, expect about 20 % moved and \
          5-8 % spread; 40 % moved means it is not really a ring, 30 % spread means too few tokens.",
     );
 }
@@ -241,15 +250,20 @@ pub fn jump_limit(n: &mut Narrator, probe: &JumpProbe) {
         about: &about,
         predict: "can jump hash drop that bucket and leave everyone else's keys in place?",
     });
-    let outcome = match &probe.error {
-        Some(error) => format!("refused: {error}"),
-        None => "accepted".to_string(),
-    };
-    n.evidence(&[outcome]);
+    n.answer();
+    n.log(vec![match &probe.error {
+        Some(error) => refusal(format!("refused: {error}")),
+        None => report::LogLine {
+            at: None,
+            level: report::Level::Info,
+            source: None,
+            text: "accepted".to_string(),
+        },
+    }]);
     if probe.refused {
         n.say(
-            "Only the last bucket can go: removing another would renumber every bucket after it, and\n\
-             their keys with it. Jump hash suits a fixed set of logical buckets that a directory maps\n\
+            "Only the last bucket can go: removing another would renumber every bucket after it, and \
+             their keys with it. Jump hash suits a fixed set of logical buckets that a directory maps \
              to machines, not a ring replacement under arbitrary failures (seed 003, section 4.1).",
         );
     }
@@ -257,8 +271,8 @@ pub fn jump_limit(n: &mut Narrator, probe: &JumpProbe) {
 
 pub fn weighted_opening(n: &mut Narrator, heavy: NodeId, weight: u32, share: f64, ideal: f64) {
     let about = format!(
-        "The same change, but {} has {weight} times the capacity of the others, before and after. Its\n\
-         fair share afterwards is {}, and the minimum move becomes {}. A ring gives it {weight} times the\n\
+        "The same change, but {} has {weight} times the capacity of the others, before and after. Its \
+         fair share afterwards is {}, and the minimum move becomes {}. A ring gives it {weight} times the \
          tokens, rendezvous {weight} times the weight in -w/ln(x), fixed slots {weight} times the slots.",
         node_name(heavy),
         percent(share),
@@ -279,6 +293,7 @@ pub fn weighted_evidence(
     share: f64,
     ideal: f64,
 ) {
+    n.answer();
     let heavy_column = format!("{} share", node_name(heavy));
     let mut table = Table::new(&[
         ("scheme", Align::Left),
@@ -301,7 +316,7 @@ pub fn weighted_evidence(
     n.table(&table);
     say_refusals(n, refused);
     n.say(&format!(
-        "Fair share {}, minimum move {}; spread is per unit of capacity, so a node of weight 2 holding\n\
+        "Fair share {}, minimum move {}; spread is per unit of capacity, so a node of weight 2 holding \
          twice the keys counts as even.",
         percent(share),
         percent(ideal)
@@ -309,12 +324,22 @@ pub fn weighted_evidence(
 }
 
 fn say_refusals(n: &mut Narrator, refused: &[Refusal]) {
-    let lines: Vec<String> = refused
+    let lines: Vec<report::LogLine> = refused
         .iter()
-        .map(|r| format!("{}: refused: {}", r.scheme, r.reason))
+        .map(|r| refusal(format!("{}: refused: {}", r.scheme, r.reason)))
         .collect();
     if !lines.is_empty() {
-        n.evidence(&lines);
+        n.log(lines);
+    }
+}
+
+/// A scheme's own answer to a change it cannot express, set off as a log line.
+fn refusal(text: String) -> report::LogLine {
+    report::LogLine {
+        at: None,
+        level: report::Level::Error,
+        source: None,
+        text,
     }
 }
 
@@ -322,7 +347,7 @@ pub fn summary(f: &Figures) -> Summary {
     let mut happened = Vec::new();
     if let Some(m) = f.schemes.iter().find(|r| r.scheme == "mod-n") {
         happened.push(format!(
-            "mod N moved {} of {} keys going from {} to {} nodes; {} of all keys moved between\n\
+            "mod N moved {} of {} keys going from {} to {} nodes; {} of all keys moved between \
              nodes that were there before and after.",
             percent(m.moved_fraction),
             thousands(f.keys as u64),
@@ -341,7 +366,7 @@ pub fn summary(f: &Figures) -> Summary {
             .map(|r| r.name())
             .collect();
         happened.push(format!(
-            "The consistent schemes moved between {} and {}, against a minimum of {};\n{}.",
+            "The consistent schemes moved between {} and {}, against a minimum of {}; {}.",
             percent(lo),
             percent(hi),
             percent(f.ideal_moved_fraction),
@@ -371,7 +396,7 @@ pub fn summary(f: &Figures) -> Summary {
         .collect();
     if !few_tokens.is_empty() {
         happened.push(format!(
-            "Rings with fewer tokens per node ({}):\n\
+            "Rings with fewer tokens per node ({}): \
              with few tokens, what changes hands is a handful of random arcs.",
             few_tokens.join("; ")
         ));
@@ -391,10 +416,10 @@ pub fn summary(f: &Figures) -> Summary {
         .collect();
     let refused: Vec<&str> = w.refused.iter().map(|r| r.scheme).collect();
     happened.push(format!(
-        "With {} at twice the capacity (fair share {}):\n{}{}.",
+        "With {} at twice the capacity (fair share {}): {}{}.",
         w.node,
         percent(w.expected_share),
-        shares.join(",\n"),
+        shares.join(", "),
         if refused.is_empty() {
             String::new()
         } else {
@@ -405,29 +430,29 @@ pub fn summary(f: &Figures) -> Summary {
     Summary {
         happened,
         why: vec![
-            "mod N ties the divisor to the node count: a key stays only when h % N == h % M, about\n\
-             1/(N+1) of keys from N to N+1, so N/(N+1) move, most of them between nodes that did not\n\
+            "mod N ties the divisor to the node count: a key stays only when h % N == h % M, about \
+             1/(N+1) of keys from N to N+1, so N/(N+1) move, most of them between nodes that did not \
              change (seed 003, section 3.3)."
                 .into(),
-            "A ring token takes only the arc before it; with v tokens per node the arcs average out and\n\
+            "A ring token takes only the arc before it; with v tokens per node the arcs average out and \
              the spread falls as 1/sqrt(v) (seed 003, section 4; seed 004)."
                 .into(),
-            "Rendezvous moves a key only when the new node outscores its owner; jump hash only to the\n\
+            "Rendezvous moves a key only when the new node outscores its owner; jump hash only to the \
              new last bucket; fixed slots never re-hash a key, only entries of the placement table move."
                 .into(),
         ],
         what_to_do: vec![
-            "Never route by hash % node count. Decouple slots from nodes: fixed slots or partitions,\n\
-             created with headroom (x3 to x5 in Kafka, seed 003, section 3.4), because changing their\n\
+            "Never route by hash % node count. Decouple slots from nodes: fixed slots or partitions, \
+             created with headroom (x3 to x5 in Kafka, seed 003, section 3.4), because changing their \
              number is mod N again (lab partitions)."
                 .into(),
-            "With a ring, use enough tokens (Cassandra: 16 since 4.0, 256 before) and test it: 200,000\n\
+            "With a ring, use enough tokens (Cassandra: 16 since 4.0, 256 before) and test it: 200,000 \
              keys, add a fifth node to four, expect about 20 % moved and 5-8 % spread."
                 .into(),
-            "Rendezvous for small clusters and replica lists (its ranking is a preference list); jump\n\
+            "Rendezvous for small clusters and replica lists (its ranking is a preference list); jump \
              hash for numbered logical buckets behind a directory; weights where nodes differ."
                 .into(),
-            "Routing is not data: a new ring needs a migration protocol (seed 004: copy, catch up, block\n\
+            "Routing is not data: a new ring needs a migration protocol (seed 004: copy, catch up, block \
              writes briefly, switch with a ring version, old owners refuse stale versions)."
                 .into(),
         ],

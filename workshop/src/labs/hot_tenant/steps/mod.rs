@@ -18,9 +18,8 @@ use serde::Serialize;
 
 use super::groups::GroupOffsets;
 use super::reader::PartitionReader;
-use super::verdict::Verdict;
 use crate::lab::LabError;
-use crate::report::{lag_table, thousands, Align, Narrator, Phase, Summary, Table};
+use crate::report::{thousands, Align, Checks, LagRow, Narrator, Phase, Summary, Table};
 use crate::target::{broker_error, Cluster};
 use model::{Load, Run, StepRow, CAPACITY, PARTITIONS};
 
@@ -47,23 +46,30 @@ pub const EXPECTED: &str = "With 12 keys placed 4/4/4 on 3 partitions, a hot key
     load to another partition; the broker's lag shows exactly the seed's queues.";
 
 /// Runs the seed's sequence on the broker; narrates each run.
-pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdict), LabError> {
+pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks), LabError> {
     let runs = model::seed_000_runs();
     let mut measured: Vec<StepRow> = Vec::new();
     let mut predicted: Vec<StepRow> = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         opening(n, i, run);
         let expected = model::predict(run);
-        let rows = run_on_broker(cluster, n, i, run).await?;
+        let (rows, longest) = run_on_broker(cluster, i, run).await?;
+        n.answer();
         n.table(&steps_table(&rows));
+        // The queue at its longest is worth the tool's own view: LAG is the queue.
+        if let Some(lag) = longest {
+            n.say("kafka-consumer-groups.sh --describe at the longest queue: the LAG column is the queue.");
+            n.lag(&lag);
+        }
         if rows != expected {
             n.say("The broker's figures differ from the seed's arithmetic (see the verdict).");
         }
         measured.extend(rows);
         predicted.extend(expected);
     }
-    let mut v = Verdict::new();
+    let mut v = Checks::new();
     v.check(
+        "the broker matches the seed",
         measured == predicted,
         format!(
             "{} steps measured on the broker (arrivals, completed, queued per partition) {} the seed's arithmetic",
@@ -79,6 +85,7 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdic
                 r.arrivals.iter().copied().max().unwrap_or(0) as f64 / arrived.max(1) as f64;
             let queued_one = r.queued.iter().filter(|&&q| q > 0).count() == 1;
             v.check(
+                "one partition queues",
                 queued_one && r.total_completed() < CAPACITY * PARTITIONS as u64,
                 format!(
                     "{}: arrivals {:?}, one partition queues {} while {} of a capacity of {} are done",
@@ -92,7 +99,7 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdic
             (crate::report::round(share, 4), r.total_completed())
         }
         None => {
-            v.check(false, "no hot step was measured");
+            v.check("one partition queues", false, "no hot step was measured");
             (0.0, 0)
         }
     };
@@ -111,13 +118,13 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Verdic
     ))
 }
 
-/// One run: a fresh topic and group, then its steps.
+/// One run: a fresh topic and group, then its steps; with the group's lag at the step where a
+/// queue first reaches 12, if one does.
 async fn run_on_broker(
     cluster: &Cluster,
-    n: &mut Narrator,
     index: usize,
     run: &Run,
-) -> Result<Vec<StepRow>, LabError> {
+) -> Result<(Vec<StepRow>, Option<Vec<LagRow>>), LabError> {
     let base = format!("hot-tenant-steps-{}", index + 1);
     let topic = cluster.create_topic(&base, PARTITIONS as i32).await?;
     let group = GroupOffsets::new(cluster.client(), &cluster.group(&base));
@@ -134,6 +141,7 @@ async fn run_on_broker(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut rows = Vec::new();
+    let mut longest = None;
     for (step, &load) in run.steps.iter().enumerate() {
         let ends_before = group.log_ends(&topic, PARTITIONS as i32).await?;
         let committed_before = committed_or_zero(&group, &topic).await?;
@@ -161,15 +169,13 @@ async fn run_on_broker(
             row.completed[p] = (committed[p] - committed_before[p]).max(0) as u64;
             row.queued[p] = lag[p].lag().unwrap_or(ends[p]).max(0) as u64;
         }
-        // The queue at its longest is worth the tool's own view: LAG is the queue.
-        if row.queued.iter().copied().max() == Some(12) {
-            n.say("kafka-consumer-groups.sh --describe at this step: the LAG column is the queue.");
-            n.table(&lag_table(&lag, 12));
+        if longest.is_none() && row.queued.iter().copied().max() == Some(12) {
+            longest = Some(lag);
         }
         rows.push(row);
     }
     producer.close().await;
-    Ok(rows)
+    Ok((rows, longest))
 }
 
 /// Sends the batch of `load` with the seed's placement and waits for every acknowledgement:
@@ -217,14 +223,14 @@ fn opening(n: &mut Narrator, index: usize, run: &Run) {
     let (title, about, predict) = match run.steps.first() {
         Some(Load::Uniform) => (
             "A uniform batch".to_string(),
-            "Twelve keys, 0 to 11, on three partitions by partition = key % 3: P0 owns 0, 3, 6, 9; P1 owns\n\
-             1, 4, 7, 10; P2 owns 2, 5, 8, 11. Each partition's consumer completes at most 4 records per\n\
+            "Twelve keys, 0 to 11, on three partitions by partition = key % 3: P0 owns 0, 3, 6, 9; P1 owns \
+             1, 4, 7, 10; P2 owns 2, 5, 8, 11. Each partition's consumer completes at most 4 records per \
              step. A batch of 12 requests, one per key, is produced and acknowledged, then the consumers work.",
             "how many of the 12 are done after one step?",
         ),
         Some(Load::Hot(key)) if run.steps.len() > 1 => (
             format!("Hot key {key}: two batches, then three steps without arrivals"),
-            "A fresh topic and group, the same placement. Now key 0 gets 9 requests and keys 1, 2 and 3 one\n\
+            "A fresh topic and group, the same placement. Now key 0 gets 9 requests and keys 1, 2 and 3 one \
              each: still 12 requests, still four keys per partition.",
             "which partition gets most of the work, and how long is its queue after two batches?",
         ),
@@ -266,28 +272,62 @@ fn steps_table(rows: &[StepRow]) -> Table {
 }
 
 fn summary(rows: &[StepRow]) -> Summary {
-    let hot = rows.iter().find(|r| r.label.starts_with("hot key"));
-    let happened = match hot {
-        Some(r) => format!(
-            "A hot key sent {} of 12 requests to one partition: it completed {} and queued {}, the other two \
-             completed {} and {} and sat idle; {} of a capacity of 12 were done. Repeating the batch grew the \
-             queue by 6 per step; without arrivals it drained by only 4 per step.",
-            r.arrivals.iter().max().unwrap_or(&0),
-            r.completed[0],
-            r.queued[0],
-            r.completed[1],
-            r.completed[2],
-            r.total_completed()
-        ),
-        None => "No hot step ran.".to_string(),
+    let busiest = |r: &StepRow| {
+        (0..PARTITIONS)
+            .max_by_key(|&p| (r.arrivals[p], r.queued[p]))
+            .unwrap_or(0)
     };
+    let hot = rows.iter().find(|r| r.label.starts_with("hot key"));
+    let mut happened = Vec::new();
+    match hot {
+        Some(r) => {
+            let p = busiest(r);
+            let others: Vec<String> = (0..PARTITIONS)
+                .filter(|&o| o != p)
+                .map(|o| r.completed[o].to_string())
+                .collect();
+            happened.push(format!(
+                "A hot key sent {} of 12 requests to P{p}: it completed {} and queued {}, the other two \
+                 completed {} of their {CAPACITY}; {} of a capacity of {} were done.",
+                r.arrivals[p],
+                r.completed[p],
+                r.queued[p],
+                others.join(" and "),
+                r.total_completed(),
+                CAPACITY * PARTITIONS as u64
+            ));
+            // The same run's next steps: the queue with a second batch, then without arrivals.
+            let run: Vec<&StepRow> = rows
+                .iter()
+                .skip_while(|x| !std::ptr::eq(*x, r))
+                .take_while(|x| x.label == r.label || x.label == "no arrivals")
+                .collect();
+            let queue: Vec<String> = run.iter().map(|x| x.queued[p].to_string()).collect();
+            happened.push(format!(
+                "P{p}'s queue, step by step: {}; {CAPACITY} a step is all it can drain.",
+                queue.join(", ")
+            ));
+        }
+        None => happened.push("No hot step ran.".to_string()),
+    }
+    let moved: Vec<String> = rows
+        .iter()
+        .filter(|r| r.label.starts_with("hot key"))
+        .map(|r| format!("{} to P{}", r.label, busiest(r)))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     Summary {
-        happened: vec![happened],
+        happened,
         why: vec![
-            "Placement is not traffic: every partition owns four keys, but one key got 75 % of the requests \
-             and its owner got 10 of 12. Idle capacity elsewhere does not help: work stays with its owner."
+            "Placement is not traffic: every partition owns four keys, but one key got most of the \
+             requests and its owner most of the work. Idle capacity elsewhere does not help: work stays \
+             with its owner."
                 .into(),
-            "Moving the hot key (key 1, then key 3) only moves the queue to another partition.".into(),
+            format!(
+                "Moving the hot key only moves the queue to another partition: {}.",
+                moved.join(", ")
+            ),
         ],
         what_to_do: vec![
             "Watch activity per key and per partition (requests, queue, lag), not keys stored or averages.".into(),

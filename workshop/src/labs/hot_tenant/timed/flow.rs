@@ -24,7 +24,7 @@ use super::super::sketch::SpaceSaving;
 use super::super::traffic::{encode_seq, Mix, Traffic};
 use super::workers::{self, Clock, OrderChecker, Shared};
 use crate::lab::LabError;
-use crate::report::{lag_table, thousands, LagRow, Narrator};
+use crate::report::{thousands, LagRow, Narrator};
 use crate::target::{broker_error, Cluster};
 
 /// How long the members get to join and settle into one partition each.
@@ -308,7 +308,14 @@ async fn produce(
             let rows = offsets.lag_rows(topic, plan.partitions).await?;
             let seconds = sent as f64 / plan.rate as f64;
             if n.is_live() {
-                live.set_message(live_view(&rows, seconds, plan.seconds(), sent));
+                live.show(
+                    format!(
+                        "traffic {seconds:.1} s of {:.1} s, {} records sent",
+                        plan.seconds(),
+                        thousands(sent)
+                    ),
+                    &rows,
+                );
             }
             if sample_now {
                 timeline.push(Sample {
@@ -323,19 +330,6 @@ async fn produce(
     live.finish();
     producer.close().await;
     Ok((traffic, timeline))
-}
-
-/// The live view: where the traffic is, then the lag table with its bars and the average.
-fn live_view(rows: &[LagRow], seconds: f64, total: f64, sent: u64) -> String {
-    let (header, body) = lag_table(rows, 20).lines();
-    let mut text = format!(
-        "    traffic {seconds:.1} s of {total:.1} s, {} records sent\n    {header}\n",
-        thousands(sent)
-    );
-    for line in body {
-        text.push_str(&format!("    {line}\n"));
-    }
-    text
 }
 
 #[cfg(test)]

@@ -21,9 +21,9 @@ use super::plan::Timed;
 use super::reader::PartitionReader;
 use super::sketch::SpaceSaving;
 use super::traffic::{loads_by_tenant, sub_key, tenant_key, tenant_of_key, Mix};
-use super::verdict::{self, Verdict};
+use super::verdict;
 use crate::lab::LabError;
-use crate::report::{max_and_average, round, Narrator};
+use crate::report::{max_and_average, round, Checks, Narrator};
 use crate::target::Cluster;
 use flow::{RunOutcome, RunSpec};
 
@@ -111,6 +111,19 @@ pub struct Figures {
     pub seconds_after: f64,
 }
 
+impl Figures {
+    /// The largest lag of the partitions other than the hot one, keyed by tenant.
+    pub fn others_max_lag(&self) -> u64 {
+        self.lag_before
+            .iter()
+            .enumerate()
+            .filter(|(p, _)| *p != self.hot_partition as usize)
+            .map(|(_, &l)| l)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 pub fn expected(plan: &Timed) -> String {
     format!(
         "Keyed by tenant, the super tenant's partition falls ever further behind (by millions of \
@@ -131,7 +144,7 @@ pub async fn run(
     n: &mut Narrator,
     plan: Timed,
     seed: u64,
-) -> Result<(Figures, Verdict), LabError> {
+) -> Result<(Figures, Checks), LabError> {
     let mix = Mix {
         tenants: plan.tenants,
         hot_tenant: plan.hot_tenant,
@@ -257,14 +270,16 @@ fn figures(
     }
 }
 
-fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Verdict {
-    let mut v = Verdict::new();
+fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Checks {
+    let mut v = Checks::new();
     v.check(
+        "placed by the partitioner",
         before.predicted == before.arrivals && after.predicted == after.arrivals,
         "records per partition on the broker equal Kafka's partitioner applied to the keys sent",
     );
     verdict::skew_high(
         &mut v,
+        "skewed by tenant",
         "keyed by tenant, records per partition",
         f.max_over_avg_before,
     );
@@ -274,15 +289,9 @@ fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Verdict {
         .get(f.hot_partition as usize)
         .copied()
         .unwrap_or(0);
-    let others = f
-        .lag_before
-        .iter()
-        .enumerate()
-        .filter(|(p, _)| *p != f.hot_partition as usize)
-        .map(|(_, &l)| l)
-        .max()
-        .unwrap_or(0);
+    let others = f.others_max_lag();
     v.check(
+        "one partition lags",
         hot_lag > 0 && hot_lag as f64 >= CONCENTRATED * total_lag as f64,
         format!(
             "partition {} lags {} records, the others at most {}; the group average is {:.0}",
@@ -290,6 +299,7 @@ fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Verdict {
         ),
     );
     v.check(
+        "the sketch finds the tenant",
         f.hot_tenant == f.super_tenant,
         format!(
             "the detector's top tenant is {} with {:.1} % of the traffic (the super tenant is {})",
@@ -303,6 +313,7 @@ fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Verdict {
         .iter()
         .all(|m| m.hot_partition_share >= f.hot_share.min(0.5) * 0.9);
     v.check(
+        "more partitions leave it whole",
         stays_whole,
         format!(
             "with {} partitions the super tenant is still on one partition",
@@ -315,6 +326,7 @@ fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Verdict {
     );
     verdict::near_one(
         &mut v,
+        "salting spreads it",
         &format!(
             "salted into {} sub-keys, records per partition",
             f.salt_buckets
@@ -322,6 +334,7 @@ fn verdict(f: &Figures, before: &RunOutcome, after: &RunOutcome) -> Verdict {
         f.max_over_avg_after,
     );
     v.check(
+        "salting costs order",
         f.out_of_order_before == 0 && f.out_of_order_after > 0,
         format!(
             "the price: {} of the super tenant's records applied out of order once salted ({} before), \

@@ -7,26 +7,31 @@ use super::super::traffic::tenant_key;
 use super::flow::{RunOutcome, Sample, DETECTOR_COUNTERS};
 use super::{Figures, LagShare, MorePartitions, TopEntry};
 use crate::report::{
-    bar, lag_table, max_and_average, percent, thousands, Align, Narrator, Phase, Summary, Table,
+    bar, max_and_average, percent, thousands, Align, Narrator, Phase, Summary, Table,
 };
 use crate::target::Cluster;
 
 pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
+    n.say(&format!("Running against {}.", cluster.describe()));
+    let capacity = plan.consumer_rate * plan.partitions as u64;
+    let ratio = capacity as f64 / plan.rate as f64;
     let about = format!(
-        "Running against {}.\n\
-         A topic of {} partitions keyed by tenant id (Kafka's murmur2 partitioner). {} tenants send\n\
-         orders; one of them sends as much as all the others together (seed 001's super tenant). The\n\
-         producer sends {} records at {} a second. A consumer group with one member per partition\n\
-         processes each partition at a fixed {} records a second: together {} a second, {:.1}x the\n\
-         traffic, so the group has capacity to spare.",
-        cluster.describe(),
+        "A topic of {} partitions keyed by tenant id (Kafka's murmur2 partitioner). {} tenants send \
+         orders; one of them sends as much as all the others together (seed 001's super tenant). The \
+         producer sends {} records at {} a second. A consumer group with one member per partition \
+         processes each partition at a fixed {} records a second: together {} a second, {ratio:.1}x the \
+         traffic, {}.",
         plan.partitions,
         plan.tenants,
         thousands(plan.records),
         thousands(plan.rate),
         thousands(plan.consumer_rate),
-        thousands(plan.consumer_rate * plan.partitions as u64),
-        plan.consumer_rate as f64 * plan.partitions as f64 / plan.rate as f64
+        thousands(capacity),
+        if ratio > 1.0 {
+            "so the group has capacity to spare"
+        } else {
+            "so the group cannot keep up even with the load spread evenly"
+        }
     );
     n.phase(Phase {
         title: "Keyed by tenant",
@@ -37,23 +42,51 @@ pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
 }
 
 pub fn keyed_evidence(n: &mut Narrator, plan: &Timed, run: &RunOutcome) {
+    n.answer();
     n.say(&format!(
-        "After {:.1} s of traffic ({:.1} s on this machine), kafka-consumer-groups.sh --describe --group {}:",
+        "After {:.1} s of traffic ({:.1} s on this machine), kafka-consumer-groups.sh --describe --group \
+         {}:",
         plan.seconds(),
         run.elapsed.as_secs_f64(),
         run.group
     ));
-    n.table(&lag_table(&run.lag_rows, 20));
+    n.lag(&run.lag_rows);
     n.say("How it got there, second by second of traffic:");
     n.table(&timeline(&run.timeline));
+    n.say(&hidden_by_the_average(run));
+}
+
+/// What the lag table says against what its average says.
+fn hidden_by_the_average(run: &RunOutcome) -> String {
     let (max, avg) = max_and_average(&run.lag_rows);
-    n.say(&format!(
-        "One partition is {} records behind and growing; the others keep up. A dashboard of the group's\n\
-         average shows {}: {:.0}x less than the truth, and an alert on it would stay quiet.",
+    if max == 0 {
+        return "No partition is behind: the group kept up on every partition.".to_string();
+    }
+    let behind: Vec<i32> = run
+        .lag_rows
+        .iter()
+        .filter(|r| r.lag().unwrap_or(0) > 0)
+        .map(|r| r.partition)
+        .collect();
+    let busiest: Vec<u64> = run
+        .timeline
+        .iter()
+        .map(|s| s.lags.iter().copied().max().unwrap_or(0))
+        .collect();
+    let growing = busiest.len() > 1 && busiest.windows(2).all(|w| w[1] > w[0]);
+    let who = match behind.as_slice() {
+        [one] => format!("Partition {one} is"),
+        many => format!("{} partitions are", many.len()),
+    };
+    format!(
+        "{who} behind, the busiest by {} records{}; the other {} keep up. A dashboard of the group's \
+         average shows {}: {:.0}x less than the busiest partition.",
         thousands(max),
+        if growing { " and growing" } else { "" },
+        run.lag_rows.len() - behind.len(),
         thousands(avg.round() as u64),
         if avg > 0.0 { max as f64 / avg } else { 0.0 }
-    ));
+    )
 }
 
 fn timeline(samples: &[Sample]) -> Table {
@@ -90,10 +123,10 @@ pub fn detection_opening(n: &mut Narrator) {
     n.phase(Phase {
         title: "Who is it?",
         about: &format!(
-            "The consumers were not told which tenant is big. A detector reads the same records as a\n\
-             consumer of its own (it only counts keys, so it keeps up) and keeps a Space-Saving sketch\n\
-             of {DETECTOR_COUNTERS} counters: the top-k heavy hitters with bounded error, in fixed memory,\n\
-             however many tenants there are. Then the hot partition's backlog (committed offset to log\n\
+            "The consumers were not told which tenant is big. A detector reads the same records as a \
+             consumer of its own (it only counts keys, so it keeps up) and keeps a Space-Saving sketch \
+             of {DETECTOR_COUNTERS} counters: the top-k heavy hitters with bounded error, in fixed memory, \
+             however many tenants there are. Then the hot partition's backlog (committed offset to log \
              end) is read to see whose records the lag is made of."
         ),
         predict: "what share of the traffic does the top tenant have, and of the hot partition's lag?",
@@ -107,6 +140,7 @@ pub fn detection_evidence(
     hot_partition: i32,
     sketch: &SpaceSaving<u32>,
 ) {
+    n.answer();
     let mut table = Table::new(&[
         ("rank", Align::Right),
         ("tenant", Align::Left),
@@ -141,19 +175,36 @@ pub fn detection_evidence(
     }
     n.say(&format!("The lag of partition {hot_partition}, by tenant:"));
     n.table(&table);
+    if let (Some(top), Some(first)) = (topk.first(), attribution.first()) {
+        n.say(&if top.tenant == first.tenant {
+            format!(
+                "The sketch's top tenant, {}, sent {} of the traffic and makes up {} of partition \
+                 {hot_partition}'s lag.",
+                top.tenant,
+                percent(top.share),
+                percent(first.share)
+            )
+        } else {
+            format!(
+                "The sketch's top tenant is {}, but partition {hot_partition}'s lag is mostly {}.",
+                top.tenant, first.tenant
+            )
+        });
+    }
 }
 
 pub fn more_partitions(n: &mut Narrator, hot: u32, more: &[MorePartitions]) {
     n.phase(Phase {
         title: "More partitions?",
         about:
-            "The reflex: the consumers cannot keep up, so add partitions (and consumers). Kafka's\n\
+            "The reflex: the consumers cannot keep up, so add partitions (and consumers). Kafka's \
                 partitioner is computed here for the same traffic on more partitions.",
         predict: &format!(
             "where does {} go with twice, four and eight times the partitions?",
             tenant_key(hot)
         ),
     });
+    n.answer();
     let mut table = Table::new(&[
         ("partitions", Align::Right),
         ("partition of the tenant", Align::Right),
@@ -169,19 +220,35 @@ pub fn more_partitions(n: &mut Narrator, hot: u32, more: &[MorePartitions]) {
         ]);
     }
     n.table(&table);
-    n.say(
-        "One key has one partition, whatever the count: the super tenant's half of the traffic stays on\n\
-         one partition and one consumer, and the skew grows as the mean shrinks. Changing the count also\n\
-         moves other keys mid-stream and breaks their order (lab `partitions` shows that).",
+    let shares = more.iter().map(|m| m.hot_partition_share);
+    let (lo, hi) = (
+        shares.clone().fold(f64::INFINITY, f64::min),
+        shares.fold(0.0, f64::max),
     );
+    let skews: Vec<f64> = more.iter().map(|m| m.max_over_avg).collect();
+    let grows = skews.windows(2).all(|w| w[1] > w[0]);
+    if let (Some(first), Some(last)) = (more.first(), more.last()) {
+        n.say(&format!(
+            "One key has one partition, whatever the count: at every count {} stays on one partition \
+             and one consumer, with {} to {} of all records, and busiest / mean goes from {:.2}x to \
+             {:.2}x{}. Changing the count also moves other keys mid-stream and breaks their order (lab \
+             `partitions` shows that).",
+            tenant_key(hot),
+            percent(lo),
+            percent(hi),
+            first.max_over_avg,
+            last.max_over_avg,
+            if grows { " as the mean shrinks" } else { "" }
+        ));
+    }
 }
 
 pub fn salted_opening(n: &mut Narrator, plan: &Timed) {
     n.phase(Phase {
         title: "Salt the hot tenant",
         about: &format!(
-            "Seed 003's fix: write the hot tenant under one of {} sub-keys picked at random per record\n\
-             ({}#0 to {}#{}), leave every other tenant alone, and run the same traffic again on a fresh\n\
+            "Seed 003's fix: write the hot tenant under one of {} sub-keys picked at random per record \
+             ({}#0 to {}#{}), leave every other tenant alone, and run the same traffic again on a fresh \
              topic and group.",
             plan.salt,
             tenant_key(plan.hot_tenant),
@@ -199,7 +266,8 @@ pub fn salted_evidence(
     after: &RunOutcome,
     read_partitions: usize,
 ) {
-    n.table(&lag_table(&after.lag_rows, 20));
+    n.answer();
+    n.lag(&after.lag_rows);
     let mut table = Table::new(&[
         ("partition", Align::Right),
         ("records, keyed by tenant", Align::Right),
@@ -217,9 +285,17 @@ pub fn salted_evidence(
     }
     n.table(&table);
     let hot = plan.hot_tenant;
+    let skew = |arrivals: &[u64]| super::super::model::max_over_avg(arrivals);
     n.say(&format!(
-        "The price. Order: {} of {}'s {} records were applied after a later one of its own (before\n\
-         salting: {}); its orders now race each other through {} partitions. Reads: \"all of {}\" is\n\
+        "The busiest partition now gets {:.2}x the mean (keyed by tenant: {:.2}x), and the largest lag \
+         is {}.",
+        skew(&after.arrivals),
+        skew(&before.arrivals),
+        thousands(max_and_average(&after.lag_rows).0)
+    ));
+    n.say(&format!(
+        "The price. Order: {} of {}'s {} records were applied after a later one of its own (before \
+         salting: {}); its orders now race each other through {} partitions. Reads: \"all of {}\" is \
          {} reads (one per sub-key, on {} partitions) and a merge.",
         thousands(after.order.out_of_order(hot)),
         tenant_key(hot),
@@ -233,15 +309,17 @@ pub fn salted_evidence(
 }
 
 pub fn summary(f: &Figures) -> Summary {
+    let others = f.others_max_lag();
     Summary {
         happened: vec![
             format!(
-                "Keyed by tenant, partition {} got {} of the records ({:.2}x the mean) and lagged by {}; the \
-                 others stayed near zero and the group's average lag was {}.",
+                "Keyed by tenant, partition {} got {} of the records ({:.2}x the mean) and lagged by {}; \
+                 the others lagged by at most {} and the group's average lag was {}.",
                 f.hot_partition,
                 percent(f.hot_partition_share),
                 f.max_over_avg_before,
                 thousands(f.max_lag),
+                thousands(others),
                 thousands(f.avg_lag.round() as u64)
             ),
             format!(
@@ -258,9 +336,11 @@ pub fn summary(f: &Figures) -> Summary {
             ),
         ],
         why: vec![
-            "A partition is consumed by one member at a time: the group's spare capacity (it had more than \
-             the traffic needed) cannot help the partition that needs it. One key always has one partition."
-                .into(),
+            format!(
+                "A partition is consumed by one member at a time: the group's capacity ({:.1}x the traffic) \
+                 cannot help the partition that needs it. One key always has one partition.",
+                f.group_capacity_over_traffic
+            ),
             "The average divides one partition's lag by the partition count: the more partitions, the better \
              it hides a hot one."
                 .into(),

@@ -1,0 +1,312 @@
+//! One partition's segments on disk: appends to the active segment, a new segment once it is
+//! full, whole old segments deleted by `retention.bytes` (as Kafka deletes them), and recovery
+//! of all of it at start.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use protocol::batch::BatchHeader;
+use tracing::{error, warn};
+
+use crate::durable::sync_dir;
+use crate::file_pool::{FilePool, FileSlot};
+use crate::segment::{scan, Segment};
+use crate::stored::Stored;
+
+#[derive(Debug)]
+pub struct DiskLog {
+    dir: PathBuf,
+    partition: i32,
+    pool: Arc<FilePool>,
+    /// Oldest first; the last one is the active segment, and there is always one.
+    segments: VecDeque<Segment>,
+    /// Kafka's `segment.bytes`: a segment is closed once the next batch would pass it.
+    segment_bytes: u64,
+    /// Bytes in all segments.
+    total: u64,
+    /// Bytes appended since the start: the position a sync has to reach to cover an append.
+    pub written: u64,
+    /// A write or sync failed: nothing more is appended or acknowledged (Kafka takes the log
+    /// directory offline; after a failed fsync the kernel may have dropped the pages).
+    pub failed: bool,
+}
+
+/// A partition read back from its segments.
+#[derive(Debug)]
+pub struct Recovered {
+    pub disk: DiskLog,
+    pub batches: Vec<(BatchHeader, Stored)>,
+    /// The first segment's base offset, and the offset after the last readable batch.
+    pub start: i64,
+    pub end: i64,
+}
+
+impl DiskLog {
+    /// A new partition: one empty segment at offset 0 in `dir`, which must not hold one yet.
+    pub fn create(
+        pool: &Arc<FilePool>,
+        dir: &Path,
+        partition: i32,
+        segment_bytes: u64,
+    ) -> io::Result<Self> {
+        let segment = Segment::create(pool, dir, partition, 0)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            partition,
+            pool: pool.clone(),
+            segments: VecDeque::from([segment]),
+            segment_bytes,
+            total: 0,
+            written: 0,
+            failed: false,
+        })
+    }
+
+    /// A partition whose one empty segment at offset 0 is already in `dir`.
+    pub fn existing_empty(
+        pool: &Arc<FilePool>,
+        dir: &Path,
+        partition: i32,
+        segment_bytes: u64,
+    ) -> Self {
+        let path = dir.join(crate::segment::file_name(partition, 0));
+        Self {
+            dir: dir.to_path_buf(),
+            partition,
+            pool: pool.clone(),
+            segments: VecDeque::from([Segment::existing(pool, &path, 0, 0)]),
+            segment_bytes,
+            total: 0,
+            written: 0,
+            failed: false,
+        }
+    }
+
+    /// Replays partition `partition`'s segment `files` (base offset, path). Whole old segments
+    /// beyond `retention` go first, by their sizes, before anything is read.
+    pub fn recover(
+        pool: &Arc<FilePool>,
+        dir: &Path,
+        partition: i32,
+        mut files: Vec<(i64, PathBuf)>,
+        retention: Option<usize>,
+        segment_bytes: u64,
+    ) -> io::Result<Recovered> {
+        files.sort();
+        let mut sizes = files
+            .iter()
+            .map(|(_, path)| Ok(std::fs::metadata(path)?.len()))
+            .collect::<io::Result<VecDeque<u64>>>()?;
+        if let Some(keep) = retention {
+            let mut total: u64 = sizes.iter().sum();
+            while files.len() > 1 && total - sizes[0] >= keep as u64 {
+                let (_, path) = files.remove(0);
+                total -= sizes.pop_front().unwrap_or(0);
+                std::fs::remove_file(&path)?;
+            }
+        }
+        let mut batches = Vec::new();
+        let mut segments = VecDeque::new();
+        let mut next_offset = 0;
+        let mut damaged_active = false;
+        let count = files.len();
+        for (i, (base_offset, path)) in files.into_iter().enumerate() {
+            // Read whole for the scan, then dropped: only the index stays in memory.
+            let content = std::fs::read(&path)?;
+            if i > 0 && base_offset > next_offset {
+                error!(
+                    file = %path.display(),
+                    missing = ?(next_offset..base_offset),
+                    "MISSING DATA: no segment holds these offsets (a file was removed?); the \
+                     other segments are served"
+                );
+            }
+            next_offset = next_offset.max(base_offset);
+            let scanned = scan(&content, next_offset);
+            let mut segment = Segment::existing(pool, &path, base_offset, content.len() as u64);
+            let last = i + 1 == count;
+            for range in &scanned.damaged {
+                error!(
+                    file = %path.display(),
+                    bytes = ?range,
+                    "CORRUPT DATA: these bytes hold no readable batch; the file is kept as it is, \
+                     the batches around them are served and their offsets are skipped"
+                );
+            }
+            match scanned.unreadable_tail {
+                Some(at) if last => {
+                    warn!(
+                        file = %path.display(),
+                        kept = at,
+                        cut = content.len() as u64 - at,
+                        "cutting a torn last write (never acknowledged: acks=all is synced first)"
+                    );
+                    segment.truncate(at)?;
+                }
+                Some(at) => {
+                    error!(
+                        file = %path.display(),
+                        bytes = ?(at..content.len() as u64),
+                        "CORRUPT DATA: unreadable end of a closed segment; the file is kept as it \
+                         is and the next segment is served"
+                    );
+                }
+                None => {}
+            }
+            damaged_active = last && !scanned.damaged.is_empty();
+            if let Some((header, _)) = scanned.batches.last() {
+                next_offset = header.last_offset() + 1;
+            }
+            batches.extend(scanned.batches.into_iter().map(|(header, position)| {
+                let slot = segment.slot.clone();
+                (header, Stored::File { slot, position })
+            }));
+            segments.push_back(segment);
+        }
+        let start = segments.front().map_or(0, |s| s.base_offset);
+        let total = segments.iter().map(|s| s.size).sum();
+        let mut disk = Self {
+            dir: dir.to_path_buf(),
+            partition,
+            pool: pool.clone(),
+            segments,
+            segment_bytes,
+            total,
+            written: 0,
+            failed: false,
+        };
+        if damaged_active || disk.segments.is_empty() {
+            // New batches go to a file of their own: the damaged one stays exactly as found.
+            disk.roll(next_offset)?;
+        }
+        Ok(Recovered {
+            disk,
+            batches,
+            start,
+            end: next_offset,
+        })
+    }
+
+    /// Appends one stored batch whose base offset is `base_offset`, in a new segment if the
+    /// active one is full; returns where it went.
+    pub fn append(&mut self, batch: &[u8], base_offset: i64) -> io::Result<Stored> {
+        let full =
+            self.active().size > 0 && self.active().size + batch.len() as u64 > self.segment_bytes;
+        if full {
+            // Everything before the new segment is on disk, so a sync of the active segment
+            // always covers every earlier append.
+            self.active().sync()?;
+            self.roll(base_offset)?;
+        }
+        let active = self
+            .segments
+            .back_mut()
+            .expect("a partition always has an active segment");
+        let position = active.size;
+        active.append(batch)?;
+        self.total += batch.len() as u64;
+        self.written += batch.len() as u64;
+        Ok(Stored::File {
+            slot: active.slot.clone(),
+            position,
+        })
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .back()
+            .expect("a partition always has an active segment")
+    }
+
+    fn roll(&mut self, base_offset: i64) -> io::Result<()> {
+        let segment = Segment::create(&self.pool, &self.dir, self.partition, base_offset)?;
+        sync_dir(&self.dir)?;
+        self.segments.push_back(segment);
+        Ok(())
+    }
+
+    /// What a sync issued now covers: the bytes written so far, all in the active segment's
+    /// file or in segments synced when they were closed.
+    pub fn sync_point(&self) -> (u64, Arc<FileSlot>) {
+        (self.written, self.active().slot.clone())
+    }
+
+    /// Deletes the oldest segments while the log would still hold `keep` bytes without them;
+    /// the active segment always stays. Returns the new first offset if it moved.
+    pub fn apply_retention(&mut self, keep: usize) -> Option<i64> {
+        let mut moved = None;
+        while self.segments.len() > 1 && self.total - self.segments[0].size >= keep as u64 {
+            let Some(oldest) = self.segments.pop_front() else {
+                break;
+            };
+            self.total -= oldest.size;
+            let path = oldest.slot.path().to_path_buf();
+            if let Err(e) = oldest.delete() {
+                warn!(file = %path.display(), "segment past retention not deleted: {e}");
+            }
+            moved = self.segments.front().map(|s| s.base_offset);
+        }
+        moved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::tests::append;
+    use crate::log::PartitionLog;
+
+    #[test]
+    fn a_log_on_disk_keeps_only_its_index_in_memory_and_reads_the_files() {
+        let dir = std::env::temp_dir().join(format!("disk-read-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Segments of three batches, at most two files open.
+        let pool = crate::file_pool::FilePool::new(Some(2));
+        let size = protocol::batch::HEADER_LEN + 100;
+        let disk = DiskLog::create(&pool, &dir, 0, 3 * size as u64).unwrap();
+        let log = PartitionLog::on_disk(disk);
+        let memory = PartitionLog::new();
+        for i in 0..10 {
+            assert_eq!(append(&log, 2, 10 * i, 100), 2 * i);
+            append(&memory, 2, 10 * i, 100);
+        }
+        assert_eq!(log.size_bytes(), 10 * size);
+        assert_eq!(log.resident_bytes(), 0);
+        assert_eq!(memory.resident_bytes(), 10 * size);
+        // Across segment boundaries, the bytes are the ones the memory log holds.
+        let from_disk = log.read(5, usize::MAX, true).unwrap().records;
+        let from_memory = memory.read(5, usize::MAX, true).unwrap().records;
+        assert_eq!(from_disk.len(), 8);
+        assert_eq!(from_disk, from_memory);
+        assert_eq!(log.first_batch_at_or_after(35).unwrap().base_offset, 8);
+        assert_eq!(log.max_timestamp_batch().unwrap().data, from_memory[7]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn flushes_waiting_at_the_same_moment_share_one_sync() {
+        let dir = std::env::temp_dir().join(format!("group-commit-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let pool = crate::file_pool::FilePool::new(None);
+        let disk = DiskLog::create(&pool, &dir, 0, 1 << 20).unwrap();
+        let log = PartitionLog::on_disk(disk);
+        for _ in 0..5 {
+            append(&log, 2, 10, 100);
+        }
+        let flushes = (0..5).map(|_| log.flush());
+        let results = futures_util::future::join_all(flushes).await;
+        assert!(results.iter().all(Result::is_ok));
+        assert_eq!(log.syncs(), 1);
+        // Nothing new: no sync. Something new: one more.
+        log.flush().await.unwrap();
+        assert_eq!(log.syncs(), 1);
+        append(&log, 2, 10, 100);
+        log.flush().await.unwrap();
+        assert_eq!(log.syncs(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

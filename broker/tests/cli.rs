@@ -1,0 +1,121 @@
+//! The `broker` binary started as a user starts it: where it listens, what it tells clients, and
+//! the one line it prints when it cannot start, with the hint for that cause.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+
+fn broker(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_broker"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs")
+}
+
+/// Runs a broker that must fail to start: its exit code and stderr.
+fn refused(args: &[&str]) -> (Option<i32>, String) {
+    let out = broker(args).wait_with_output().unwrap();
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn one_line(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    lines[0]
+}
+
+/// The line a started broker prints, then it is stopped; its stderr until then.
+fn started(args: &[&str]) -> (String, String) {
+    let mut child = broker(args);
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (line, stderr)
+}
+
+#[test]
+fn a_data_dir_that_is_a_file_is_named_with_its_own_hint() {
+    let file = std::env::temp_dir().join(format!("broker-cli-file-{}", std::process::id()));
+    std::fs::write(&file, b"not a directory").unwrap();
+    let path = file.to_str().unwrap();
+    let (code, stderr) = refused(&["--listen", "127.0.0.1:0", "--data-dir", path]);
+    assert_eq!(code, Some(2));
+    let line = one_line(&stderr);
+    assert!(line.contains(&format!("--data-dir {path}")), "{line}");
+    assert!(line.contains("a file is in the way"), "{line}");
+    assert!(!line.contains("another broker"), "{line}");
+    std::fs::remove_file(&file).unwrap();
+}
+
+#[test]
+fn a_port_in_use_says_so_and_names_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, stderr) = refused(&["--listen", &addr]);
+    assert_eq!(code, Some(2));
+    let line = one_line(&stderr);
+    assert!(line.contains(&format!("cannot listen on {addr}")), "{line}");
+    assert!(line.contains("another broker on that port"), "{line}");
+}
+
+#[test]
+fn host_names_are_resolved_and_a_name_that_does_not_resolve_is_one_line() {
+    let (line, stderr) = started(&["--listen", "localhost:0"]);
+    assert!(line.starts_with("broker listening on 127.0.0.1:"), "{line}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "no colour into a pipe: {stderr:?}"
+    );
+    assert!(
+        stderr.contains("clients are told to connect to 127.0.0.1:"),
+        "{stderr}"
+    );
+
+    let (code, stderr) = refused(&["--listen", "nosuchhost.invalid:9092"]);
+    assert_eq!(code, Some(2));
+    let line = one_line(&stderr);
+    assert!(
+        line.contains("nosuchhost.invalid does not resolve"),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_advertised_listener_is_what_clients_are_told() {
+    let (_, stderr) = started(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--advertised-listener",
+        "kafka.example:19092",
+    ]);
+    assert!(
+        stderr.contains("clients are told to connect to kafka.example:19092"),
+        "{stderr}"
+    );
+    let (code, stderr) = refused(&["--advertised-listener", "kafka.example"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("is not HOST:PORT"), "{stderr}");
+}
