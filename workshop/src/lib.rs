@@ -33,9 +33,11 @@
 
 pub mod bench;
 pub mod cli;
+pub mod deadline;
 pub mod lab;
 pub mod labs;
 pub mod report;
+pub mod stop;
 pub mod target;
 
 use std::ffi::OsString;

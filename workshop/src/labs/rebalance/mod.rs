@@ -78,13 +78,7 @@ impl Lab for Rebalance {
 
         let checks = figures::verdict(&figures);
         n.summary(&story::summary(&figures));
-        let report = LabReport {
-            lab: Self::NAME,
-            expected,
-            shown: checks.shown(),
-            figures: serde_json::to_value(&figures)
-                .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
-        };
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
         n.verdict(&report, &checks);
         Ok(report)
     }
