@@ -33,15 +33,26 @@ fn interrupt(
         if created(&topics, &groups) {
             break;
         }
-        assert!(child.try_wait().unwrap().is_none(), "{lab} ended before the signal");
-        assert!(started.elapsed() < Duration::from_secs(60), "{lab} created nothing");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{lab} ended before the signal"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{lab} created nothing"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let pid = child.id().to_string();
     let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
     assert!(sent.success());
     let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     (child.wait().unwrap().code(), stderr)
 }
 
@@ -49,9 +60,7 @@ fn interrupt(
 fn ctrl_c_during_rebalance_leaves_no_topic_and_no_group() {
     let broker = BrokerProcess::start();
     // Its five scenarios run side by side: stopped once a group has members.
-    let (code, stderr) = interrupt("rebalance", "-INT", &broker, |_, groups| {
-        !groups.is_empty()
-    });
+    let (code, stderr) = interrupt("rebalance", "-INT", &broker, |_, groups| !groups.is_empty());
     assert_eq!(code, Some(130), "{stderr}");
     assert!(
         stderr.contains(
