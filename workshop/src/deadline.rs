@@ -136,10 +136,7 @@ impl Deadline {
         progress: &Progress,
         step: impl Future<Output = Result<T, LabError>>,
     ) -> Result<T, LabError> {
-        match tokio::time::timeout_at(self.at, step).await {
-            Ok(result) => result,
-            Err(_) => Err(self.passed(&progress.status())),
-        }
+        self.within(|| progress.status(), step).await
     }
 
     /// [`run`](Self::run) for a step without a progress bar: `doing` says what it waits for.
@@ -148,14 +145,24 @@ impl Deadline {
         doing: &str,
         step: impl Future<Output = Result<T, LabError>>,
     ) -> Result<T, LabError> {
+        self.within(|| doing.to_string(), step).await
+    }
+
+    /// `doing` is asked only once the deadline has passed, so a progress bar tells how far the
+    /// step got by then.
+    async fn within<T>(
+        &self,
+        doing: impl FnOnce() -> String,
+        step: impl Future<Output = Result<T, LabError>>,
+    ) -> Result<T, LabError> {
         match tokio::time::timeout_at(self.at, step).await {
             Ok(result) => result,
-            Err(_) => Err(self.passed(doing)),
+            Err(_) => Err(self.passed(&doing())),
         }
     }
 
     /// The error once the deadline has passed, while the phase was `doing`.
-    pub fn passed(&self, doing: &str) -> LabError {
+    fn passed(&self, doing: &str) -> LabError {
         LabError::TooSlow(format!(
             "{} was too slow: not done within {} ({}); it was {doing}. Is the broker overloaded or \
              slowed down? A smaller run (fewer records) needs less time",
