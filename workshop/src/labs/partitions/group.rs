@@ -24,7 +24,7 @@ use client::{
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
-use super::checker::Position;
+use client::check::Position;
 use super::events::{OrderEvent, ROUTING_HEADER};
 use super::pace::{PartitionId, Queues};
 use crate::lab::LabError;

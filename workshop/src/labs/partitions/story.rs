@@ -2,7 +2,7 @@
 //! number shown is passed in from what the lab measured, and every sentence about an outcome
 //! says what the run's figures say, also when the failure did not happen.
 
-use super::checker::Position;
+use client::check::Position;
 use super::events::order_key;
 use super::figures::{Figures, Shrink};
 use super::movement::{partitions_of, Movement};
