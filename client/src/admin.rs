@@ -27,11 +27,11 @@ use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::metadata::{ClusterInfo, TopicInfo};
 use crate::offsets::{self, ListedOffset, OffsetSpec};
 
+pub use catch_up::CatchUp;
+pub use configs::{ConfigEntry, ConfigSource};
 pub use groups::{
     parse_group_state, GroupDescription, GroupListing, MemberDescription, GROUP_STATES,
 };
-pub use catch_up::CatchUp;
-pub use configs::{ConfigEntry, ConfigSource};
 pub use lag::{lag_rows, GroupLag, Owner, PartitionLag};
 pub use reset::{DeletedOffset, ResetPlan, ResetScope, ResetTo};
 

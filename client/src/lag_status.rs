@@ -201,7 +201,10 @@ impl LagWindow {
                 ),
             );
         }
-        Judgement::new(Status::Ok, format!("lag going down ({lag_then} -> {lag_now})"))
+        Judgement::new(
+            Status::Ok,
+            format!("lag going down ({lag_then} -> {lag_now})"),
+        )
     }
 }
 
@@ -212,10 +215,7 @@ pub fn group_status<'a, N: fmt::Display + 'a>(
 ) -> Judgement {
     let mut worst: Option<(N, &Judgement)> = None;
     for (name, judged) in partitions {
-        if worst
-            .as_ref()
-            .is_none_or(|(_, w)| judged.status > w.status)
-        {
+        if worst.as_ref().is_none_or(|(_, w)| judged.status > w.status) {
             worst = Some((name, judged));
         }
     }
@@ -245,8 +245,7 @@ mod tests {
     }
 
     fn judged(size: usize, history: &[(i64, i64)]) -> Judgement {
-        let history: Vec<(Option<i64>, i64)> =
-            history.iter().map(|&(c, e)| (Some(c), e)).collect();
+        let history: Vec<(Option<i64>, i64)> = history.iter().map(|&(c, e)| (Some(c), e)).collect();
         window(size, &history).evaluate()
     }
 

@@ -101,7 +101,8 @@ impl Admin {
                 (None, None) => None,
             })
             .collect();
-        let caught_up = !unread.is_empty() && unread.iter().all(|u| u.is_some_and(|u| u <= max_lag));
+        let caught_up =
+            !unread.is_empty() && unread.iter().all(|u| u.is_some_and(|u| u <= max_lag));
         Ok(CatchUp {
             lag,
             unread,

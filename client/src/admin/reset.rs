@@ -193,7 +193,10 @@ impl Admin {
             _ => BTreeMap::new(),
         };
         let by_time = match to {
-            ResetTo::Timestamp(t) => self.offsets_of(partitions, OffsetSpec::Timestamp(t)).await?,
+            ResetTo::Timestamp(t) => {
+                self.offsets_of(partitions, OffsetSpec::Timestamp(t))
+                    .await?
+            }
             _ => BTreeMap::new(),
         };
         for tp in partitions {
@@ -274,16 +277,23 @@ impl Admin {
             let mut answers: BTreeMap<TopicPartition, i16> = BTreeMap::new();
             for t in resp.topics {
                 for p in t.partitions {
-                    answers.insert(TopicPartition::new(t.name.0.to_string(), p.partition_index), p.error_code);
+                    answers.insert(
+                        TopicPartition::new(t.name.0.to_string(), p.partition_index),
+                        p.error_code,
+                    );
                 }
             }
             partitions
                 .iter()
                 .map(|tp| {
-                    let code = answers.get(tp).copied().ok_or_else(|| ProtocolError::BadAnswer {
-                        api: "OffsetDelete",
-                        reason: format!("no answer for {tp}"),
-                    })?;
+                    let code =
+                        answers
+                            .get(tp)
+                            .copied()
+                            .ok_or_else(|| ProtocolError::BadAnswer {
+                                api: "OffsetDelete",
+                                reason: format!("no answer for {tp}"),
+                            })?;
                     if code == ResponseError::CoordinatorLoadInProgress.code() {
                         return Err(Error::from(ServerError::new(code)));
                     }

@@ -52,7 +52,12 @@ impl Admin {
             .partitions
             .iter()
             .filter(|p| p.lag.is_some_and(|l| l > 0))
-            .filter_map(|p| Some((TopicPartition::new(&p.topic, p.partition), p.current_offset?)))
+            .filter_map(|p| {
+                Some((
+                    TopicPartition::new(&p.topic, p.partition),
+                    p.current_offset?,
+                ))
+            })
             .collect();
         let found = self.timestamps_at(&wanted).await?;
         for p in &mut lag.partitions {

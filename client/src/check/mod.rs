@@ -34,7 +34,7 @@
 
 mod topic;
 
-pub use topic::{check_order, OrderReport, SeqSource, StartAt};
+pub use topic::{check_order, OrderReport, ReadRange, SeqSource, StartAt};
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -235,7 +235,11 @@ impl OrderingChecker {
 
     /// A producer's acknowledgement: `version` of `key` was written at `at`.
     pub fn written(&mut self, key: &str, version: i64, at: Position) {
-        if self.written.insert((key.to_string(), version), at).is_some() {
+        if self
+            .written
+            .insert((key.to_string(), version), at)
+            .is_some()
+        {
             return;
         }
         let numbering = self.numbering;
@@ -448,7 +452,10 @@ mod tests {
         assert_eq!(v.expected_at, Some(at("t", 0, 1)));
         assert!(c.arrived("k", 20, at("t", 0, 1)).is_none());
         assert!(c.arrived("k", 20, at("t", 0, 1)).is_none());
-        assert_eq!((c.violations().len(), c.duplicates(), c.missing()), (1, 1, 0));
+        assert_eq!(
+            (c.violations().len(), c.duplicates(), c.missing()),
+            (1, 1, 0)
+        );
         // Nothing written is waited for: a version of a key never written is in order.
         assert!(c.arrived("other", 7, at("t", 1, 0)).is_none());
         assert_eq!(c.keys(), 2);

@@ -92,7 +92,9 @@ impl SeqSource {
                     .headers()
                     .find(|h| h.key.as_ref() == name.as_bytes())
                     .ok_or_else(|| format!("no header '{name}'"))?;
-                let value = header.value.ok_or_else(|| format!("header '{name}' is null"))?;
+                let value = header
+                    .value
+                    .ok_or_else(|| format!("header '{name}' is null"))?;
                 decimal(&value).ok_or_else(|| {
                     format!(
                         "header '{name}' is '{}', not a whole number",
@@ -154,10 +156,21 @@ pub struct OrderReport {
     pub keys: usize,
     /// Records whose key and sequence number repeat one read before.
     pub duplicates: u64,
-    /// Per partition read: `(partition, from, to)`, offsets `from..to`.
-    pub ranges: Vec<(i32, i64, i64)>,
+    /// What was read of each partition.
+    pub ranges: Vec<ReadRange>,
     /// Every record read ahead of a lower sequence number of its key, by where it was read.
     pub violations: Vec<Violation>,
+    /// Keys with at least one violation.
+    pub keys_out_of_order: usize,
+}
+
+/// Offsets `from..to` of one partition: from the start asked for to the end when the check
+/// began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ReadRange {
+    pub partition: i32,
+    pub from: i64,
+    pub to: i64,
 }
 
 /// One keyed record as the check keeps it.
@@ -233,6 +246,7 @@ pub async fn check_order(
         duplicates: checker.duplicates(),
         ranges,
         violations,
+        keys_out_of_order: checker.keys_out_of_order(),
     })
 }
 
@@ -247,12 +261,14 @@ fn key_text(key: &[u8]) -> String {
     }
 }
 
-/// `(partition, from, to)` for every partition of `topic`: from the start asked for, to the log
-/// end now.
-async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<(i32, i64, i64)>> {
+/// Every partition of `topic`: from the start asked for, to the log end now.
+async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<ReadRange>> {
     let info = client.topic(topic, false).await?;
     let asks = |spec| -> Vec<(i32, OffsetSpec)> {
-        info.partitions.iter().map(|p| (p.partition, spec)).collect()
+        info.partitions
+            .iter()
+            .map(|p| (p.partition, spec))
+            .collect()
     };
     let starts = list_offsets(client, topic, &asks(OffsetSpec::Earliest)).await?;
     let ends = list_offsets(client, topic, &asks(OffsetSpec::Latest)).await?;
@@ -279,7 +295,11 @@ async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<(i32
             let from = committed
                 .get(&start.partition)
                 .map_or(start.offset, |&c| c.max(start.offset));
-            (start.partition, from.min(end.offset), end.offset)
+            ReadRange {
+                partition: start.partition,
+                from: from.min(end.offset),
+                to: end.offset,
+            }
         })
         .collect())
 }
@@ -288,10 +308,10 @@ async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<(i32
 async fn read(
     client: &Client,
     topic: &str,
-    ranges: &[(i32, i64, i64)],
+    ranges: &[ReadRange],
     mut each: impl FnMut(i32, &Record) -> Result<()>,
 ) -> Result<()> {
-    let wanted: Vec<&(i32, i64, i64)> = ranges.iter().filter(|(_, from, to)| from < to).collect();
+    let wanted: Vec<&ReadRange> = ranges.iter().filter(|r| r.from < r.to).collect();
     if wanted.is_empty() {
         return Ok(());
     }
@@ -302,11 +322,18 @@ async fn read(
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::new(client.clone(), config);
-    consumer.assign(wanted.iter().map(|(p, _, _)| TopicPartition::new(topic, *p)));
-    for (p, from, _) in &wanted {
-        consumer.seek(&TopicPartition::new(topic, *p), SeekTo::Offset(*from))?;
+    consumer.assign(
+        wanted
+            .iter()
+            .map(|r| TopicPartition::new(topic, r.partition)),
+    );
+    for r in &wanted {
+        consumer.seek(
+            &TopicPartition::new(topic, r.partition),
+            SeekTo::Offset(r.from),
+        )?;
     }
-    let ends: HashMap<i32, i64> = wanted.iter().map(|(p, _, to)| (*p, *to)).collect();
+    let ends: HashMap<i32, i64> = wanted.iter().map(|r| (r.partition, r.to)).collect();
     let done = |consumer: &Consumer| {
         ends.iter().all(|(p, end)| {
             consumer

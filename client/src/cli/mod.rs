@@ -1,8 +1,10 @@
 //! The `client` command line: arguments, and one module per verb.
 
+mod check;
 mod consume;
 mod format;
 mod groups;
+mod json;
 mod partition;
 mod produce;
 mod report;
@@ -15,6 +17,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use client::{Admin, Client, ClientConfig, OffsetSpec};
+use serde_json::json;
+
+use json::Output;
 
 pub use report::Failure;
 pub use waiting::{Waited, Waiting};
@@ -30,6 +35,8 @@ pub use waiting::{Waited, Waiting};
   client consume orders --exit
   client consume orders --group billing
   client groups describe billing
+  client groups wait billing --max-lag 0
+  client check order orders --seq header:seq
   client partition order-8842 --partitions 12 --to 24"
 )]
 pub struct Cli {
@@ -59,15 +66,23 @@ pub enum Verb {
     Produce(produce::ProduceArgs),
     /// Print records to stdout
     Consume(consume::ConsumeArgs),
-    /// Consumer groups: list, describe (as kafka-consumer-groups.sh), lag, delete
+    /// Consumer groups: list, describe (as kafka-consumer-groups.sh), lag, wait, reset offsets,
+    /// delete
     #[command(subcommand)]
     Groups(groups::GroupsVerb),
     /// Earliest and latest offset of each partition
-    #[command(after_help = "Example:\n  client offsets orders")]
+    #[command(
+        after_help = "Examples:\n  client offsets orders\n  client offsets orders --format json"
+    )]
     Offsets {
         /// Topic to look up
         topic: String,
+        #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+        format: Output,
     },
+    /// Checks on a topic's records: per-key order
+    #[command(subcommand)]
+    Check(check::CheckVerb),
     /// Which partition keys go to under Kafka's partitioner, and which move when a topic grows
     Partition(partition::PartitionArgs),
 }
@@ -96,17 +111,26 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Verb::Produce(args) => produce::run(client, args, &waiting).await,
         Verb::Consume(args) => consume::run(client, args, &waiting).await,
         Verb::Groups(verb) => groups::run(&Admin::new(client), verb, &waiting).await,
-        Verb::Offsets { topic } => {
+        Verb::Offsets { topic, format } => {
             let admin = Admin::new(client);
-            waiting.finish(offsets(&admin, &topic)).await
+            waiting.finish(offsets(&admin, &topic, format)).await
         }
+        Verb::Check(verb) => check::run(&client, verb, &waiting).await,
         Verb::Partition(_) => unreachable!("handled without a broker"),
     }
 }
 
-async fn offsets(admin: &Admin, topic: &str) -> Result<(), Failure> {
+async fn offsets(admin: &Admin, topic: &str, format: Output) -> Result<(), Failure> {
     let earliest = admin.list_offsets(topic, OffsetSpec::Earliest).await?;
     let latest = admin.list_offsets(topic, OffsetSpec::Latest).await?;
+    if format == Output::Json {
+        let partitions: Vec<serde_json::Value> = earliest
+            .iter()
+            .zip(&latest)
+            .map(|(e, l)| json!({"partition": e.partition, "earliest": e.offset, "latest": l.offset}))
+            .collect();
+        return json::print(&json!({"topic": topic, "partitions": partitions}));
+    }
     let rows: Vec<Vec<String>> = earliest
         .iter()
         .zip(&latest)
