@@ -286,7 +286,7 @@ pub async fn consume_in_group(
     config.allow_auto_create_topics = false;
     let mut member = GroupConsumer::new(client, config)?;
     member.subscribe([args.topic.as_str()])?;
-    let format = args.format.clone().unwrap_or_else(Format::default_format);
+    let format = args.output();
     let printed = match consume_loop(&mut member, args, &format, waiting).await {
         LoopEnd::Unanswered(failure) => return Err(failure),
         LoopEnd::Printed(printed) => Ok(printed),

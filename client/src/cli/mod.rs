@@ -50,8 +50,9 @@ pub struct Cli {
         value_name = "HOST:PORT"
     )]
     pub bootstrap: String,
-    /// Seconds any wait on the cluster may take (a request with its retries, a poll, a redraw)
-    #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
+    /// Seconds any wait on the cluster may take (a request with its retries, a poll, a redraw;
+    /// all of `groups wait`): 30, 30s or 2m
+    #[arg(long, global = true, default_value = "30", value_name = "SECONDS", value_parser = seconds)]
     pub timeout: u64,
     #[command(subcommand)]
     pub verb: Verb,
@@ -85,6 +86,19 @@ pub enum Verb {
     Check(check::CheckVerb),
     /// Which partition keys go to under Kafka's partitioner, and which move when a topic grows
     Partition(partition::PartitionArgs),
+}
+
+/// `--timeout`: whole seconds, optionally with `s`, or minutes with `m`.
+fn seconds(s: &str) -> Result<u64, String> {
+    let (digits, scale) = match s.strip_suffix('m') {
+        Some(minutes) => (minutes, 60),
+        None => (s.strip_suffix('s').unwrap_or(s), 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{s}' is not a number of seconds: use 30, 30s or 2m"))
 }
 
 pub async fn run(cli: Cli) -> Result<(), Failure> {
@@ -158,6 +172,15 @@ async fn offsets(admin: &Admin, topic: &str, format: Output) -> Result<(), Failu
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn timeouts_in_seconds_or_minutes() {
+        assert_eq!(seconds("30"), Ok(30));
+        assert_eq!(seconds("30s"), Ok(30));
+        assert_eq!(seconds("2m"), Ok(120));
+        assert!(seconds("2h").is_err());
+        assert!(seconds("-1").is_err());
+    }
 
     #[test]
     fn the_argument_definitions_are_consistent() {
