@@ -39,7 +39,7 @@
 //! assert_eq!(judged.status, Status::Stall);
 //! assert_eq!(
 //!     judged.rule,
-//!     "committed offset stuck at 10 for 2 s while the log end went 50 -> 70 (lag 40 -> 60)"
+//!     "committed offset stuck at 10 for 2.0 s while the log end went 50 -> 70 (lag 40 -> 60)"
 //! );
 //! ```
 
@@ -154,7 +154,8 @@ impl LagWindow {
         }
         let first = self.observations[0];
         let span = last.at.saturating_sub(first.at);
-        let seconds = span.as_secs_f64();
+        // Tenths: a watch looks about once a second, so more digits only say how late a look was.
+        let seconds = format!("{:.1}", span.as_secs_f64());
         let moved = |value: fn(&Observation) -> Option<i64>| {
             self.observations
                 .iter()
@@ -283,7 +284,7 @@ mod tests {
             judged(3, &[(10, 50), (10, 60), (10, 70)]),
             Judgement::new(
                 Status::Stall,
-                "committed offset stuck at 10 for 2 s while the log end went 50 -> 70 (lag 40 -> 60)"
+                "committed offset stuck at 10 for 2.0 s while the log end went 50 -> 70 (lag 40 -> 60)"
             )
         );
     }
@@ -294,7 +295,7 @@ mod tests {
             judged(3, &[(10, 50), (10, 50), (10, 50)]),
             Judgement::new(
                 Status::Stop,
-                "no commit and no new record for 2 s: committed offset 10, lag 40"
+                "no commit and no new record for 2.0 s: committed offset 10, lag 40"
             )
         );
         // One commit inside the window is enough to not be stopped.
@@ -310,7 +311,7 @@ mod tests {
             judged(4, &[(10, 50), (20, 61), (30, 71), (35, 76)]),
             Judgement::new(
                 Status::Warn,
-                "commits moved 10 -> 35 but the lag never went down in 3 s (lag 40 -> 41)"
+                "commits moved 10 -> 35 but the lag never went down in 3.0 s (lag 40 -> 41)"
             )
         );
         // A steady lag counts as not going down, as in Burrow.

@@ -414,6 +414,58 @@ demo            orders          2          33              33              0    
     }
 
     #[test]
+    fn time_lag_gets_a_column_after_lag() {
+        let mut late = row(0, Some(40), 42, Some(ID_A));
+        late.oldest_unconsumed = Some(1_000);
+        let lag = GroupLag {
+            description: description("Stable", vec![member(ID_A, &[0, 1])]),
+            partitions: vec![late, row(1, Some(17), 17, Some(ID_A))],
+        };
+        let out = offsets(&lag, Some(91_500)).unwrap();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(
+            lines[1],
+            "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             TIME-LAG        CONSUMER-ID                                  HOST            CLIENT-ID"
+        );
+        assert_eq!(
+            lines[2],
+            format!("demo            orders          0          40              42              2               1m30s           {ID_A} /127.0.0.1      rdkafka")
+        );
+        assert!(lines[3].contains(" 0               0ms             rdkafka-"));
+        let doc = lag_json(&lag, Some(91_500));
+        assert_eq!(doc["partitions"][0]["time_lag_ms"], 90_500);
+        assert_eq!(
+            doc["partitions"][0]["oldest_unconsumed_timestamp_ms"],
+            1_000
+        );
+        assert_eq!(doc["total_lag"], 2);
+        assert_eq!(
+            lag_json(&lag, None)["partitions"][0]["time_lag_ms"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn ages_read_as_a_person_would_say_them() {
+        let shown: Vec<String> = [
+            None,
+            Some(0),
+            Some(999),
+            Some(1_000),
+            Some(59_949),
+            Some(61_000),
+            Some(7_380_000),
+        ]
+        .into_iter()
+        .map(age)
+        .collect();
+        assert_eq!(
+            shown,
+            ["-", "0ms", "999ms", "1.0s", "59.9s", "1m01s", "2h03m"]
+        );
+    }
+
+    #[test]
     fn an_empty_group_notes_it_on_stderr_and_lists_committed_partitions() {
         let lag = GroupLag {
             description: description("Empty", vec![]),

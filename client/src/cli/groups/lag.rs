@@ -226,6 +226,57 @@ mod tests {
     use client::BrokerInfo;
 
     #[test]
+    fn the_watch_shows_each_partitions_status_and_the_groups_rule() {
+        let part = |p: i32, committed: i64, end: i64| PartitionLag {
+            topic: "orders".into(),
+            partition: p,
+            current_offset: Some(committed),
+            log_end_offset: Some(end),
+            lag: Some(end - committed),
+            owner: None,
+            oldest_unconsumed: None,
+        };
+        let look = |ends: [i64; 2]| GroupLag {
+            description: GroupDescription {
+                group_id: "g".into(),
+                state: "Empty".into(),
+                protocol_type: "consumer".into(),
+                assignment_strategy: String::new(),
+                coordinator: BrokerInfo {
+                    id: 1,
+                    host: "h".into(),
+                    port: 1,
+                    rack: None,
+                },
+                members: vec![],
+            },
+            // Partition 0 is stuck at 2 while records arrive; partition 1 has no lag.
+            partitions: vec![part(0, 2, ends[0]), part(1, 4, ends[1])],
+        };
+        let mut watcher = Watcher::new(2);
+        let first = watcher.observe(&look([5, 4]), Duration::ZERO);
+        assert_eq!(first.group.rule, "every partition OK");
+        let second = look([8, 4]);
+        let statuses = watcher.observe(&second, Duration::from_secs(1));
+        let text = render(&second, None, Some(&statuses)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[1],
+            "status STALL: orders-0: committed offset stuck at 2 for 1.0 s while the log end went \
+             5 -> 8 (lag 3 -> 6)"
+        );
+        assert_eq!(
+            lines[3],
+            "TOPIC   PARTITION  COMMITTED  LOG-END  LAG  STATUS"
+        );
+        assert!(lines[4].starts_with("orders  0          2          8        6    STALL   █"));
+        assert_eq!(lines[5], "orders  1          4          4        0    OK");
+        let doc = watch_json(&second, None, Some(&statuses));
+        assert_eq!(doc["status"], "STALL");
+        assert_eq!(doc["partitions"][1]["rule"], "lag 0");
+    }
+
+    #[test]
     fn bars_scale_to_the_largest_lag() {
         assert_eq!(bar(Some(40), 40).chars().count(), BAR_WIDTH);
         assert_eq!(bar(Some(10), 40).chars().count(), 10);
