@@ -7,13 +7,13 @@ mod support;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use broker::Broker;
-use client::{Admin, Client, ClientConfig, GroupConfig, GroupConsumer, NewTopic, OffsetReset};
+use client::{Admin, Client, ClientConfig, NewTopic};
 use client::{Producer, ProducerConfig, ProducerRecord, TopicPartition};
 use serde_json::Value;
-use support::{broker, client, Run};
+use support::{broker, client, member, Run};
 
 async fn cli(addr: SocketAddr, args: &[&str]) -> Run {
     client(Some(addr), args, "").await
@@ -86,6 +86,22 @@ fn offsets(list: &[(i64, i64)]) -> Vec<(String, i64, Value)> {
     list.iter()
         .map(|&(p, o)| ("orders".to_string(), p, Value::from(o)))
         .collect()
+}
+
+/// Topic "stamped" of `partitions`, with a record per `(partition, timestamp)`, in that order.
+async fn stamped(addr: SocketAddr, partitions: i32, records: &[(i32, i64)]) -> Admin {
+    let admin = admin(addr).await;
+    let topic = NewTopic::new("stamped", partitions);
+    admin.create_topic(&topic).await.unwrap();
+    let producer = Producer::new(admin.client().clone(), ProducerConfig::default()).unwrap();
+    for &(p, stamp) in records {
+        let record = ProducerRecord::new("stamped")
+            .partition(p)
+            .value("v")
+            .timestamp(stamp);
+        producer.send_and_wait(record).await.unwrap();
+    }
+    admin
 }
 
 fn now_ms() -> i64 {
@@ -168,19 +184,11 @@ async fn reset_offsets_to_each_target_and_describe_shows_them() {
 async fn reset_by_time_finds_the_first_record_at_or_after_it() {
     let b = broker().await;
     let addr = b.addr();
-    let admin = admin(addr).await;
-    admin
-        .create_topic(&NewTopic::new("stamped", 1))
-        .await
-        .unwrap();
-    let producer = Producer::new(admin.client().clone(), ProducerConfig::default()).unwrap();
     let now = now_ms();
     let hour = 3_600_000;
     // 1970-01-01T00:00:01, 00:00:02, 00:00:03, then two and one hours ago.
-    for stamp in [1_000, 2_000, 3_000, now - 2 * hour, now - hour] {
-        let record = ProducerRecord::new("stamped").value("v").timestamp(stamp);
-        producer.send_and_wait(record).await.unwrap();
-    }
+    let stamps = [1_000, 2_000, 3_000, now - 2 * hour, now - hour].map(|stamp| (0, stamp));
+    stamped(addr, 1, &stamps).await;
     let plan = |args: &'static [&'static str]| async move {
         let mut all = vec!["groups", "reset-offsets", "fresh", "--topic", "stamped"];
         all.extend_from_slice(args);
@@ -233,33 +241,11 @@ async fn reset_by_time_finds_the_first_record_at_or_after_it() {
     b.shutdown().await;
 }
 
-/// A member of `group` that owns all of "orders".
-async fn member(addr: SocketAddr, group: &str) -> GroupConsumer {
-    let client = Client::connect(ClientConfig::new(&addr.to_string()))
-        .await
-        .unwrap();
-    let mut config = GroupConfig::new(group);
-    config.auto_commit = false;
-    config.consumer.max_wait = Duration::from_millis(50);
-    config.consumer.auto_offset_reset = OffsetReset::Earliest;
-    let mut member = GroupConsumer::new(client, config).unwrap();
-    member.subscribe(["orders"]).unwrap();
-    let joined = async {
-        while member.assignment().len() < 3 {
-            member.poll().await.unwrap();
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), joined)
-        .await
-        .expect("the member joins");
-    member
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resets_and_deletes_are_refused_while_the_group_has_members() {
     let (b, admin) = broker_with_billing().await;
     let addr = b.addr();
-    let m = member(addr, "billing").await;
+    let m = member(addr, "billing", "orders", 3).await;
     let run = cli(
         addr,
         &[
@@ -402,22 +388,10 @@ async fn describe_all_groups_and_json_documents() {
 async fn time_lag_is_the_age_of_the_oldest_record_not_consumed() {
     let b = broker().await;
     let addr = b.addr();
-    let admin = admin(addr).await;
-    admin
-        .create_topic(&NewTopic::new("stamped", 2))
-        .await
-        .unwrap();
-    let producer = Producer::new(admin.client().clone(), ProducerConfig::default()).unwrap();
     let hour = 3_600_000;
     let base = now_ms() - 2 * hour;
     // Partition 0: stamped two hours ago, then one hour ago; partition 1: one record.
-    for (p, stamp) in [(0, base), (0, base + hour), (1, base)] {
-        let record = ProducerRecord::new("stamped")
-            .partition(p)
-            .value("v")
-            .timestamp(stamp);
-        producer.send_and_wait(record).await.unwrap();
-    }
+    let admin = stamped(addr, 2, &[(0, base), (0, base + hour), (1, base)]).await;
     // Partition 0 read its first record: the oldest waiting is an hour old; 1 is caught up.
     commit(&admin, "g", &[("stamped", 0, 1), ("stamped", 1, 1)]).await;
     let before = now_ms();

@@ -36,6 +36,10 @@ pub const MAX_SESSION_TIMEOUT_MS: i32 = 1_800_000;
 /// One partition's committed offset as OffsetFetch reports it: `None` when never committed.
 pub type FetchedOffset = (i32, Option<CommittedOffset>);
 
+/// One topic's answer to OffsetDelete: each partition asked, with its error if it kept its
+/// offset.
+pub type TopicOffsetsDeleted = (String, Vec<(i32, Option<ResponseError>)>);
+
 #[derive(Debug)]
 pub struct GroupCoordinator {
     groups: DashMap<String, Arc<GroupCell>>,
@@ -291,7 +295,7 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         topics: Vec<(String, Vec<i32>)>,
-    ) -> Result<Vec<(String, Vec<(i32, Option<ResponseError>)>)>, ResponseError> {
+    ) -> Result<Vec<TopicOffsetsDeleted>, ResponseError> {
         let cell = self.get(group_id).ok_or(ResponseError::GroupIdNotFound)?;
         cell.read_mut(|group| {
             group.validate_offset_delete()?;

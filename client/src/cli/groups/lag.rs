@@ -225,23 +225,14 @@ mod tests {
     use client::admin::{GroupDescription, PartitionLag};
     use client::BrokerInfo;
 
-    #[test]
-    fn the_watch_shows_each_partitions_status_and_the_groups_rule() {
-        let part = |p: i32, committed: i64, end: i64| PartitionLag {
-            topic: "orders".into(),
-            partition: p,
-            current_offset: Some(committed),
-            log_end_offset: Some(end),
-            lag: Some(end - committed),
-            owner: None,
-            oldest_unconsumed: None,
-        };
-        let look = |ends: [i64; 2]| GroupLag {
+    /// A group of no members, in `state`, with these rows.
+    fn group(state: &str, partitions: Vec<PartitionLag>) -> GroupLag {
+        GroupLag {
             description: GroupDescription {
                 group_id: "g".into(),
-                state: "Empty".into(),
+                state: state.into(),
                 protocol_type: "consumer".into(),
-                assignment_strategy: String::new(),
+                assignment_strategy: "range".into(),
                 coordinator: BrokerInfo {
                     id: 1,
                     host: "h".into(),
@@ -250,8 +241,31 @@ mod tests {
                 },
                 members: vec![],
             },
-            // Partition 0 is stuck at 2 while records arrive; partition 1 has no lag.
-            partitions: vec![part(0, 2, ends[0]), part(1, 4, ends[1])],
+            partitions,
+        }
+    }
+
+    /// A row of "orders" without an owner.
+    fn part(p: i32, committed: Option<i64>, end: i64) -> PartitionLag {
+        PartitionLag {
+            topic: "orders".into(),
+            partition: p,
+            current_offset: committed,
+            log_end_offset: Some(end),
+            lag: committed.map(|c| end - c),
+            owner: None,
+            oldest_unconsumed: None,
+        }
+    }
+
+    #[test]
+    fn the_watch_shows_each_partitions_status_and_the_groups_rule() {
+        // Partition 0 is stuck at 2 while records arrive; partition 1 has no lag.
+        let look = |ends: [i64; 2]| {
+            group(
+                "Empty",
+                vec![part(0, Some(2), ends[0]), part(1, Some(4), ends[1])],
+            )
         };
         let mut watcher = Watcher::new(2);
         let first = watcher.observe(&look([5, 4]), Duration::ZERO);
@@ -287,31 +301,7 @@ mod tests {
 
     #[test]
     fn the_table_shows_dashes_before_a_commit() {
-        let part = |p: i32, committed: Option<i64>, end: i64| PartitionLag {
-            topic: "orders".into(),
-            partition: p,
-            current_offset: committed,
-            log_end_offset: Some(end),
-            lag: committed.map(|c| end - c),
-            owner: None,
-            oldest_unconsumed: None,
-        };
-        let lag = GroupLag {
-            description: GroupDescription {
-                group_id: "g".into(),
-                state: "Stable".into(),
-                protocol_type: "consumer".into(),
-                assignment_strategy: "range".into(),
-                coordinator: BrokerInfo {
-                    id: 1,
-                    host: "h".into(),
-                    port: 1,
-                    rack: None,
-                },
-                members: vec![],
-            },
-            partitions: vec![part(0, Some(2), 6), part(1, None, 3)],
-        };
+        let lag = group("Stable", vec![part(0, Some(2), 6), part(1, None, 3)]);
         let text = render(&lag, None, None).unwrap();
         assert_eq!(
             text,
