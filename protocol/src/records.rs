@@ -343,9 +343,17 @@ mod tests {
             crate::batch::set_base_offset(&mut batch, 1000);
             let header = validate_single_batch(&batch).unwrap();
             let at = |o| timestamp_at_or_after_offset(&batch, &header, o, 1 << 20).unwrap();
-            assert_eq!(at(0), Some(100), "{codec:?}: before the batch, its first record");
+            assert_eq!(
+                at(0),
+                Some(100),
+                "{codec:?}: before the batch, its first record"
+            );
             assert_eq!(at(1000), Some(100), "{codec:?}");
-            assert_eq!(at(1002), Some(200), "{codec:?}: the record's own, not the max");
+            assert_eq!(
+                at(1002),
+                Some(200),
+                "{codec:?}: the record's own, not the max"
+            );
             assert_eq!(at(1004), Some(400), "{codec:?}");
             assert_eq!(at(1005), None, "{codec:?}: past the batch");
         }

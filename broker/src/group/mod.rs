@@ -305,7 +305,12 @@ impl GroupCoordinator {
                 let subscribed = group.is_subscribed_to(&topic);
                 let answers = partitions
                     .iter()
-                    .map(|&p| (p, subscribed.then_some(ResponseError::GroupSubscribedToTopic)))
+                    .map(|&p| {
+                        (
+                            p,
+                            subscribed.then_some(ResponseError::GroupSubscribedToTopic),
+                        )
+                    })
                     .collect();
                 if !subscribed {
                     changes.extend(

@@ -305,8 +305,12 @@ mod tests {
                 topic: "orders".into(),
                 partition,
             };
-            log.append(&[forget("billing", 3), forget("emptied", 0), forget("none", 0)])
-                .unwrap();
+            log.append(&[
+                forget("billing", 3),
+                forget("emptied", 0),
+                forget("none", 0),
+            ])
+            .unwrap();
         }
         // A commit cut short by a crash.
         let mut torn = Vec::new();
@@ -320,7 +324,10 @@ mod tests {
         assert_eq!(billing[&("orders".to_string(), 0)].offset, 9);
         assert_eq!(billing[&("orders".to_string(), 1)].offset, 7);
         assert!(!replayed.contains_key("gone"));
-        assert!(!replayed.contains_key("emptied"), "its last offset was deleted");
+        assert!(
+            !replayed.contains_key("emptied"),
+            "its last offset was deleted"
+        );
         // Compacted: one entry per committed partition.
         let (changes, _) = parse(&std::fs::read(&path).unwrap());
         assert_eq!(changes.len(), 2);

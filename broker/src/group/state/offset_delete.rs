@@ -26,7 +26,9 @@ impl Group {
     pub fn validate_offset_delete(&self) -> Result<(), ResponseError> {
         match self.state {
             GroupState::Dead => Err(ResponseError::GroupIdNotFound),
-            GroupState::Stable | GroupState::PreparingRebalance | GroupState::CompletingRebalance
+            GroupState::Stable
+            | GroupState::PreparingRebalance
+            | GroupState::CompletingRebalance
                 if !self.uses_consumer_protocol() =>
             {
                 Err(ResponseError::NonEmptyGroup)

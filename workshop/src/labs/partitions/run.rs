@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use client::{Client, ClientConfig, Producer, ProducerConfig, ProducerRecord};
 
-use client::check::{OrderingChecker, Position, Violation};
 use super::events::{OrderEvent, LAST_VERSION, ROUTING_HEADER};
 use super::group::{Delivery, Group};
 use super::lag;
@@ -26,6 +25,7 @@ use super::traffic::{Traffic, FEATURED_ORDER};
 use crate::lab::LabError;
 use crate::report::{LagRow, Progress};
 use crate::target::{broker_error, Cluster};
+use client::check::{OrderingChecker, Position, Violation};
 
 /// How long the lab waits for the group to settle after a change (a rebalance, a new topic).
 /// Kafka's own rebalance timeout defaults to the poll interval, 5 minutes; the lab gives up well
