@@ -147,11 +147,10 @@ pub async fn run(admin: &Admin, args: &ResetArgs) -> Result<(), Failure> {
     for warning in &plan.warnings {
         eprintln!("{warning}");
     }
-    let mut out = std::io::stdout().lock();
     if args.format == Output::Json {
-        drop(out);
         return json::print(&plan_json(&plan));
     }
+    let mut out = std::io::stdout().lock();
     out.write_all(plan_table(&plan).as_bytes())?;
     out.flush()?;
     Ok(())
