@@ -1,6 +1,7 @@
 //! `--format json`: one JSON document per command (per refresh with `--watch`), on one line, with
-//! the fields the README's "JSON output" table documents. Built here from the library's types,
-//! so the documents stay as documented when those types grow.
+//! the fields the README documents (its `--format json` table, in "Testing your service against
+//! this broker"). Built here from the library's types, so the documents stay as documented when
+//! those types grow.
 
 use std::io::Write;
 
