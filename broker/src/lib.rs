@@ -34,7 +34,7 @@ mod handler;
 mod identity;
 pub mod lag;
 pub mod log;
-mod metrics;
+pub mod metrics;
 pub mod producer;
 mod segment;
 mod server;

@@ -260,6 +260,13 @@ pub enum Error {
         partition: i32,
         count: i32,
     },
+    /// Offsets of a group with active members cannot be reset (kafka-consumer-groups.sh's
+    /// message): the members would overwrite them with their next commit.
+    #[error(
+        "Assignments can only be reset if the group '{group}' is inactive, but the current \
+         state is {state}."
+    )]
+    GroupActive { group: String, state: String },
     /// A record does not fit in a request.
     #[error("a record of {size} bytes exceeds the {max}-byte request limit")]
     RecordTooLarge { size: usize, max: usize },

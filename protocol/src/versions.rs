@@ -49,6 +49,7 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::InitProducerId, 0, 0, 4),
     api(ApiKey::CreatePartitions, 0, 0, 3),
     api(ApiKey::DeleteGroups, 0, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0, 0),
 ];
 
 /// What the broker does with a request of this key and version.
@@ -107,6 +108,7 @@ pub fn request_versions(key: ApiKey) -> Option<VersionRange> {
         ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
         ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
         ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
+        ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
         _ => return None,
     })
 }

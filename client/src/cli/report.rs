@@ -101,6 +101,35 @@ pub fn explain(err: &Error) -> String {
     }
 }
 
+/// Which change to a topic failed: the same code asks for different fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicChange {
+    Create,
+    Alter,
+}
+
+/// [`explain`], with the hint that fits `verb` where the code means something else for it (an
+/// INVALID_PARTITIONS from a create is a count below 1, from an alter a count that would shrink).
+pub fn explain_topic_change(err: &Error, verb: TopicChange) -> String {
+    let Error::Server(s) = err else {
+        return explain(err);
+    };
+    let hint = match (verb, s.kind()) {
+        (TopicChange::Create, ResponseError::InvalidPartitions) => {
+            "give --partitions 1 or more, or -1 for the broker's default"
+        }
+        (TopicChange::Create, ResponseError::InvalidReplicationFactor) => {
+            "ask for no more replicas than there are brokers, or -1 for the broker's default"
+        }
+        (_, ResponseError::InvalidConfig) => {
+            "use a topic config Kafka knows, with a value of its type \
+             (https://kafka.apache.org/documentation/#topicconfigs)"
+        }
+        _ => return explain(err),
+    };
+    format!("{s}: {hint}")
+}
+
 fn transport(t: &TransportError) -> String {
     let addr = t.addr();
     match t {
@@ -209,6 +238,26 @@ mod tests {
             explain(&old),
             "Fetch: the broker speaks versions 0..=3, this client 4..=12: this client speaks the \
              versions of Kafka 2.1 and newer"
+        );
+    }
+
+    #[test]
+    fn create_and_alter_get_the_advice_of_their_verb() {
+        let invalid = Error::Server(ServerError::new(37).topic("orders"));
+        let create = explain_topic_change(&invalid, TopicChange::Create);
+        assert_eq!(
+            create,
+            "INVALID_PARTITIONS (37) on topic orders: give --partitions 1 or more, or -1 for the \
+             broker's default"
+        );
+        let alter = explain_topic_change(&invalid, TopicChange::Alter);
+        assert!(alter.contains("a topic can only grow"), "{alter}");
+        let config = Error::Server(ServerError::new(40).topic("orders"));
+        assert!(explain_topic_change(&config, TopicChange::Create).contains("#topicconfigs"));
+        let exists = Error::Server(ServerError::new(36).topic("orders"));
+        assert_eq!(
+            explain_topic_change(&exists, TopicChange::Create),
+            explain(&exists)
         );
     }
 }

@@ -40,6 +40,9 @@ pub const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
+    // Topic configs; v1 reports where each value comes from.
+    (ApiKey::DescribeConfigs, 1, 4),
 ];
 
 const SOFTWARE_NAME: &str = "workshop-client";

@@ -12,13 +12,13 @@
 //! producer, a real consumer group and a real CreatePartitions; the lab only paces when the
 //! members' records are applied ([`pace`]), so a seed always gives the same figures.
 //!
-//! - [`checker`], [`store`], [`movement`], [`events`], [`traffic`]: library code with its own
-//!   tests (the checker is meant for tests elsewhere too).
+//! - [`store`], [`movement`], [`events`], [`traffic`]: library code with its own tests. The
+//!   ordering checker is the client library's ([`client::check`]), which `client check order`
+//!   uses too.
 //! - `plan`: flags; `pace`: the rounds; `group`: the consumer group's members; `lag`: the
 //!   kafka-consumer-groups view; `run`: one scenario end to end; `figures`: JSON and verdict;
 //!   `story`: narration.
 
-pub mod checker;
 pub mod events;
 mod figures;
 mod group;
