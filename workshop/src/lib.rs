@@ -10,6 +10,9 @@
 //! - [`cli`]: the command line, assembled from the registry; options every lab shares.
 //! - [`target`]: the broker a lab runs against: embedded on 127.0.0.1:0, or `--bootstrap`
 //!   (unique names, deleted at the end).
+//! - [`watch`]: the brokers, topics and groups a lab's clusters open, for views that read the
+//!   broker themselves.
+//! - [`web`]: the room view in a browser (`--web`), and `workshop playground`.
 //! - [`report`]: narration for people as a stream of lab events (phases, questions and answers,
 //!   tables, lag, log lines, checks, the verdict) and its views (the terminal on stdout), and the
 //!   report for machines (one JSON object on stdout, and the verdict as the exit code).
@@ -37,6 +40,8 @@ pub mod lab;
 pub mod labs;
 pub mod report;
 pub mod target;
+pub mod watch;
+pub mod web;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -51,6 +56,8 @@ pub enum Outcome {
     List(Vec<(&'static str, &'static str)>),
     /// A lab ran to its verdict. `json` is whether the report goes to stdout.
     Lab { report: LabReport, json: bool },
+    /// `workshop playground` served its page until it was stopped.
+    Served,
 }
 
 impl Outcome {
@@ -58,7 +65,7 @@ impl Outcome {
     pub fn report(&self) -> Option<&LabReport> {
         match self {
             Outcome::Lab { report, .. } => Some(report),
-            Outcome::List(_) => None,
+            Outcome::List(_) | Outcome::Served => None,
         }
     }
 
@@ -79,6 +86,7 @@ impl Outcome {
                 }
                 Ok(report.exit_code())
             }
+            Outcome::Served => Ok(0),
         }
     }
 }
@@ -133,6 +141,10 @@ where
             report: bench::run(args)?,
             json: false,
         }),
+        cli::Invocation::Playground(args) => {
+            web::playground::run(&args)?;
+            Ok(Outcome::Served)
+        }
         cli::Invocation::Lab {
             entry,
             common,
@@ -140,9 +152,20 @@ where
         } => {
             let json = common.json;
             let mut ctx = LabContext::from_common(&common);
+            let room = common
+                .web
+                .map(|addr| web::Room::attach(addr, &mut ctx.narrator))
+                .transpose()?;
             attach(&mut ctx.narrator);
-            let report = entry.run(&matches, &mut ctx)?;
-            Ok(Outcome::Lab { report, json })
+            // Clusters the lab opens report to its narrator's watch (the room view reads them).
+            let report = ctx.narrator.watch().scope(|| entry.run(&matches, &mut ctx));
+            if let Some(room) = room {
+                room.finish(report.as_ref());
+            }
+            Ok(Outcome::Lab {
+                report: report?,
+                json,
+            })
         }
     }
 }

@@ -30,6 +30,7 @@ use client::{
 };
 
 use crate::lab::{LabError, Target};
+use crate::watch::{Watch, WatchedCluster};
 
 /// How long a lab waits for a topic to be read to its end, or for a partition change to show.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -57,6 +58,8 @@ pub struct Cluster {
     topics: Mutex<Vec<String>>,
     /// Consumer groups to delete at the end, after the topics.
     groups: Mutex<Vec<String>>,
+    /// Where views that read the broker themselves learn of it (see [`crate::watch`]).
+    watched: Option<WatchedCluster>,
 }
 
 impl Cluster {
@@ -81,6 +84,7 @@ impl Cluster {
         let client = Client::connect(config)
             .await
             .map_err(|e| unreachable(&addr, &e))?;
+        let watched = Watch::current().map(|watch| watch.opened(&addr));
         Ok(Self {
             admin: Admin::new(client.clone()),
             client,
@@ -89,6 +93,7 @@ impl Cluster {
             run_id,
             topics: Mutex::new(Vec::new()),
             groups: Mutex::new(Vec::new()),
+            watched,
         })
     }
 
@@ -139,6 +144,7 @@ impl Cluster {
             .await
             .map_err(|e| broker_error(&format!("creating topic {name}"), &e))?;
         lock(&self.topics).push(name.clone());
+        self.watched.iter().for_each(|w| w.topic(&name));
         Ok(name)
     }
 
@@ -151,6 +157,7 @@ impl Cluster {
         if !groups.contains(&name) {
             groups.push(name.clone());
         }
+        self.watched.iter().for_each(|w| w.group(&name));
         name
     }
 
@@ -232,6 +239,7 @@ impl Cluster {
     pub async fn close(self) {
         let topics = std::mem::take(&mut *lock(&self.topics));
         let groups = std::mem::take(&mut *lock(&self.groups));
+        self.watched.iter().for_each(WatchedCluster::closed);
         // The embedded broker goes away with everything on it; only a cluster needs cleaning.
         if self.embedded.is_none() {
             self.delete_topics(&topics).await;

@@ -56,6 +56,13 @@ pub enum Event {
     },
     /// A progress bar or live table is finished.
     Done { id: u64 },
+    /// Log lines of the system under test as they are written, and the violations found among
+    /// them, for views that follow a live log; the lab still shows its evidence as [`Event::Log`]
+    /// and [`Event::Violations`].
+    Tail {
+        lines: Vec<LogLine>,
+        violations: Vec<Violation>,
+    },
     /// The closing summary: what happened, why, what an engineer can do.
     Summary {
         happened: Vec<String>,

@@ -129,6 +129,27 @@ impl fmt::Display for Violation {
     }
 }
 
+impl Violation {
+    /// The violation as the lab event stream carries it, found at `at` on the lab's clock.
+    pub fn reported(&self, at: String) -> crate::report::Violation {
+        crate::report::Violation {
+            at,
+            key: self.key.clone(),
+            found: format!("v{} at {}", self.arrived_version, self.arrived_at),
+            expected: match &self.expected_at {
+                Some(at) => format!("v{} at {at}", self.expected_version),
+                None => format!("v{}", self.expected_version),
+            },
+            cause: self.change.as_ref().map_or("-".to_string(), |c| {
+                format!(
+                    "{} -> {} partitions ({} -> {})",
+                    c.from.partitions, c.to.partitions, c.partition_before, c.partition_after
+                )
+            }),
+        }
+    }
+}
+
 /// What has arrived of one key: everything below `next`, and the versions in `ahead`.
 #[derive(Debug)]
 struct KeyState {
