@@ -242,8 +242,10 @@ fn the_stream_carries_the_lab_in_order_and_the_page_releases_only_the_wait_the_l
     assert_eq!(state["journal"].as_array().unwrap().len(), 9);
     assert_eq!(state["journal"][7]["title"], "Two");
 
-    gate.open();
-    room.finish(Err(&LabError::InvalidInput("stopped by the test".into())));
+    // The run is over: the page stays up until the gate is released once more (Enter).
+    let finished = std::thread::spawn(move || {
+        room.finish(Err(&LabError::InvalidInput("stopped by the test".into())));
+    });
     // The first page, still open, got the rest in order, and how the run ended.
     assert_eq!(page.next_of("lab")["title"], "Two");
     assert_eq!(page.next_of("lab")["event"], "question");
@@ -251,6 +253,9 @@ fn the_stream_carries_the_lab_in_order_and_the_page_releases_only_the_wait_the_l
         page.next_of("lab"),
         json!({"event": "end", "exit_code": 2, "error": "stopped by the test"})
     );
+    assert!(!finished.is_finished());
+    gate.release();
+    finished.join().unwrap();
 }
 
 #[test]
@@ -392,5 +397,91 @@ fn the_playground_plays_seed_000_on_the_broker() {
         assert_eq!(answer.json()["error"], error, "{body}");
     }
     assert_eq!(http(addr, "GET", "/api/exercises", "").status, 404);
+    running.stop();
+}
+
+/// Polls the playground's state until `done` holds for the free mode's view (live traffic:
+/// the figures move on a wall clock), at most [`TIMEOUT`].
+fn free_until(addr: SocketAddr, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let free = http(addr, "GET", "/api/state", "").json()["latest"]["free"].clone();
+        if done(&free) {
+            return free;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {free}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_free_mode_runs_a_group_the_page_changes() {
+    let running = Running::start(&PlaygroundArgs {
+        web: any_port(),
+        bootstrap: None,
+    })
+    .unwrap();
+    let addr = running.addr();
+    let start = json!({"action": "start", "partitions": 3, "members": 2, "capacity": 100,
+                       "rate": 200, "hot_key": null});
+    let view = post(addr, "/api/free", &start).json();
+    assert_eq!(view["running"], true);
+    assert_eq!(view["partitions"], 3);
+    assert_eq!(view["members"].as_array().unwrap().len(), 2);
+    // Both members joined one generation and share the 3 partitions; records flow.
+    let free = free_until(addr, "the members process records", |f| {
+        let members = f["members"].as_array().unwrap();
+        let owned: usize = members
+            .iter()
+            .map(|m| m["partitions"].as_array().unwrap().len())
+            .sum();
+        owned == 3 && f["processed"].as_u64().unwrap() > 0
+    });
+    assert_eq!(free["error"], Value::Null);
+
+    // Kafka only adds partitions.
+    let shrink = post(
+        addr,
+        "/api/free",
+        &json!({"action": "partitions", "count": 2}),
+    );
+    assert_eq!(shrink.status, 400);
+    assert_eq!(
+        shrink.json()["error"],
+        "2 partitions: give more than 3 and at most 64 (Kafka only adds partitions)"
+    );
+    let grown = post(
+        addr,
+        "/api/free",
+        &json!({"action": "partitions", "count": 6}),
+    )
+    .json();
+    assert_eq!(grown["partitions"], 6);
+    let added = post(addr, "/api/free", &json!({"action": "add_member"})).json();
+    assert_eq!(added["members"].as_array().unwrap().len(), 3);
+    // The new member and the new partitions: a rebalance hands out all 6.
+    free_until(addr, "the group rebalances onto 6 partitions", |f| {
+        let owned: usize = f["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["partitions"].as_array().unwrap().len())
+            .sum();
+        owned == 6 && f["rebalances"].as_u64().unwrap() >= 1
+    });
+    let stall = post(
+        addr,
+        "/api/free",
+        &json!({"action": "stall", "member": 7, "seconds": 1}),
+    );
+    assert_eq!(stall.status, 400);
+    assert_eq!(
+        stall.json()["error"],
+        "there is no member 7: the group has 3"
+    );
+    let removed = post(addr, "/api/free", &json!({"action": "remove_member"})).json();
+    assert_eq!(removed["members"].as_array().unwrap().len(), 2);
+    let stopped = post(addr, "/api/free", &json!({"action": "stop"})).json();
+    assert_eq!(stopped["running"], false);
     running.stop();
 }

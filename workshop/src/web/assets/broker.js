@@ -124,7 +124,8 @@ class BrokerPanel {
       lagCols += `<div class="col" data-partition="${p}" title="P${p}: lag ${fmt(lags[p])}"><div class="bar lag" style="height:${lagH}%"></div>` +
         (showValues ? `<div class="value" style="bottom:${lagH}%">${fmt(lags[p])}</div>` : "") + "</div>";
       const owner = consumer && consumer.owners[p];
-      const every = n <= 24 ? 1 : n <= 48 ? 2 : 4;
+      // A label needs about 20 px: at 1280x720 a chart of 64 columns has room for every 8th.
+      const every = n <= 24 ? 1 : n <= 48 ? 4 : 8;
       labels += `<span style="color:${owner ? colour(owner) : "var(--dim)"}">${p % every === 0 ? p : ""}</span>`;
     }
     const avgH = (100 * avg) / lagScale;
