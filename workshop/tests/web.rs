@@ -485,3 +485,46 @@ fn the_free_mode_runs_a_group_the_page_changes() {
     assert_eq!(stopped["running"], false);
     running.stop();
 }
+
+#[test]
+fn the_playground_runs_on_a_cluster_and_cleans_up_after_itself() {
+    // Another broker, as a cluster would be: the playground knows only its address.
+    let cluster = tokio::runtime::Runtime::new().unwrap();
+    let broker = cluster
+        .block_on(broker::Broker::start(broker::BrokerConfig {
+            listen: any_port(),
+            ..broker::BrokerConfig::default()
+        }))
+        .unwrap();
+    let running = Running::start(&PlaygroundArgs {
+        web: any_port(),
+        bootstrap: Some(broker.addr().to_string()),
+    })
+    .unwrap();
+    let addr = running.addr();
+    press(addr, json!({"action": "hot", "key": 0}));
+    let hot = post(addr, "/api/exercise", &json!({"action": "batch"})).json();
+    assert_eq!(column(&rows(&hot), 3), [6, 0, 0]);
+    // A run's names carry its id on a cluster, so two playgrounds never share a topic.
+    let topic = hot["topic"].as_str().unwrap().to_string();
+    assert!(
+        topic.starts_with("playground-1-") && topic.len() > "playground-1-".len(),
+        "{topic}"
+    );
+    let admin = cluster.block_on(async {
+        let client = client::Client::connect(client::ClientConfig::new(&broker.addr().to_string()))
+            .await
+            .unwrap();
+        client::Admin::new(client)
+    });
+    assert!(cluster
+        .block_on(admin.list_topics())
+        .unwrap()
+        .contains(&topic));
+    running.stop();
+    assert!(!cluster
+        .block_on(admin.list_topics())
+        .unwrap()
+        .contains(&topic));
+    cluster.block_on(broker.shutdown());
+}

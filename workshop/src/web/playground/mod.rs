@@ -38,7 +38,7 @@ const FREE_EVERY: Duration = Duration::from_millis(250);
 /// `workshop playground` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlaygroundArgs {
-    /// Serve the page at ADDR [default: 127.0.0.1:8080; port 0 picks one]
+    /// Serve the page at ADDR (loopback unless asked; port 0 picks a free one)
     #[arg(long, value_name = "ADDR", num_args = 0..=1,
           default_value = super::DEFAULT_ADDR, default_missing_value = super::DEFAULT_ADDR,
           value_parser = super::parse_addr)]
