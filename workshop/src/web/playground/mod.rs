@@ -237,18 +237,14 @@ impl Playground {
             (ExerciseAction::Reset, None) => Action::Reset,
         };
         let me = self.clone();
-        let done = self
-            .lab
-            .spawn(async move {
-                let cluster = me.cluster.read().await;
-                let cluster = cluster.as_ref().ok_or_else(closing)?;
-                let mut exercise = me.exercise.lock().await;
-                let done = exercise.act(cluster, action).await;
-                me.publish_exercise(&exercise);
-                done.map(|()| exercise.view())
-            })
-            .await;
-        answer(done)
+        self.on_lab(async move {
+            let cluster = me.cluster.read().await;
+            let mut exercise = me.exercise.lock().await;
+            let done = exercise.act(open(&cluster)?, action).await;
+            me.publish_exercise(&exercise);
+            done.map(|()| exercise.view())
+        })
+        .await
     }
 
     async fn free(self: Arc<Self>, body: Bytes) -> Response {
@@ -260,19 +256,24 @@ impl Playground {
             return bad_request(e);
         }
         let me = self.clone();
-        let done = self
-            .lab
-            .spawn(async move {
-                let cluster = me.cluster.read().await;
-                let cluster = cluster.as_ref().ok_or_else(closing)?;
-                let mut free = me.free.lock().await;
-                let done = act(cluster, &mut free, asked).await;
-                let view = free.as_ref().map_or_else(free::View::default, Free::view);
-                me.hub.set("free", &view);
-                done.map(|()| view)
-            })
-            .await;
-        answer(done)
+        self.on_lab(async move {
+            let cluster = me.cluster.read().await;
+            let mut free = me.free.lock().await;
+            let done = act(open(&cluster)?, &mut free, asked).await;
+            let view = free.as_ref().map_or_else(free::View::default, Free::view);
+            me.hub.set("free", &view);
+            done.map(|()| view)
+        })
+        .await
+    }
+
+    /// Runs a request's broker work on the lab runtime, one request at a time per mode; the
+    /// answer is the new view or what went wrong.
+    async fn on_lab<T: serde::Serialize + Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, LabError>> + Send + 'static,
+    ) -> Response {
+        answer(self.lab.spawn(work).await)
     }
 
     fn publish_exercise(&self, exercise: &Exercise) {
@@ -389,8 +390,11 @@ async fn act(
     Ok(())
 }
 
-fn closing() -> LabError {
-    LabError::InvalidInput("the playground is closing".into())
+/// The cluster, unless the playground is closing.
+fn open(cluster: &Option<Cluster>) -> Result<&Cluster, LabError> {
+    cluster
+        .as_ref()
+        .ok_or_else(|| LabError::InvalidInput("the playground is closing".into()))
 }
 
 /// Free-mode runs so far, for topic names.
