@@ -9,8 +9,9 @@
 //    partitions while records flow.
 // 2. `workshop partitions --web 127.0.0.1:0`: Reveal / Next phase to the end; after phase 2's
 //    answer the broker panel shows 24 partitions and the store's log has order 8842's
-//    cancellation as a highlighted (error) line; a second tab closed mid-run does not stall the
-//    lab; the verdict is Shown and the binary exits 0.
+//    cancellation as a highlighted (error) line; while each question is open the broker's figures
+//    are held back (blurred) until Reveal; a second tab closed mid-run does not stall the lab;
+//    the verdict is Shown and the binary exits 0.
 // Screenshots of each go to ARTIFACTS_DIR. Any failed expectation exits 1 with the reason.
 import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
@@ -154,6 +155,15 @@ async function partitions(browser) {
     if (spare && where.startsWith("phase 2")) {
       await spare.close();
       spare = null;
+    }
+    // While a question is open the broker's figures are blurred; the answer shows them.
+    const asking = !(await page.isDisabled("#reveal"));
+    const held = await page.$eval("#broker-panel", (el) => el.classList.contains("held"));
+    if (held !== asking) throw new Error(`the broker panel is ${held ? "" : "not "}held at "${where}" | ${status}`);
+    if (asking && where.startsWith("phase 1")) {
+      await page.click("#peek");
+      expect(!(await page.$eval("#broker-panel", (el) => el.classList.contains("held"))),
+        "phase 1's question: the broker is held until Reveal, and shown when the trainer asks");
     }
     if (where.startsWith("phase 2") && !(await page.isDisabled("#next")) && !shotPhase2) {
       const count = await page.textContent("#broker #partition-count");

@@ -10,6 +10,7 @@ broker.height = 92;
 let run; // everything the journal told so far
 let viewing = null; // a phase the trainer clicked back to, or null for the current one
 let shownAnswer = null; // the phase whose answer was last scrolled to
+let peeked = null; // the phase whose open question the trainer chose to show the broker for
 
 function fresh() {
   return {
@@ -204,10 +205,18 @@ function renderHeader() {
   $("next").disabled = !(run.waiting && run.waiting.pause === "next");
 }
 
+// The broker's figures answer most questions (how many records, which partition lags): while
+// one is open they are blurred, unless the trainer asks to see them.
+function renderHeld() {
+  const phase = current();
+  $("broker-panel").classList.toggle("held", holding() && peeked !== phase.number);
+}
+
 function render() {
   renderHeader();
   renderStory();
   renderTail();
+  renderHeld();
 }
 
 async function release(pause) {
@@ -226,6 +235,10 @@ async function release(pause) {
   }
 }
 
+$("peek").addEventListener("click", () => {
+  peeked = current() && current().number;
+  renderHeld();
+});
 $("reveal").addEventListener("click", () => release("answer"));
 $("next").addEventListener("click", () => release("next"));
 // A presenter's clicker sends Page Down or the arrow keys; a keyboard has Space and Enter.
