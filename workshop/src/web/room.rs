@@ -163,7 +163,7 @@ impl Room {
 fn release(control: &Shared, body: &Bytes) -> Response {
     let asked: Release = match server::parse(body) {
         Ok(asked) => asked,
-        Err(bad) => return bad,
+        Err(bad) => return server::bad_request(&bad),
     };
     let mut control = lock(control);
     let Some(gate) = control.gate.clone() else {

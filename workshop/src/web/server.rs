@@ -184,14 +184,15 @@ pub fn message(status: StatusCode, text: &str) -> Response {
     json(status, &serde_json::json!({ "error": text }))
 }
 
-/// A control request's body, or the 400 that says what is wrong with it.
-pub fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        message(
-            StatusCode::BAD_REQUEST,
-            &format!("bad request: {e}; send a JSON object as the page does"),
-        )
-    })
+/// A control request's body, or what is wrong with it (for a 400: [`bad_request`]).
+pub fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, String> {
+    serde_json::from_slice(body)
+        .map_err(|e| format!("bad request: {e}; send a JSON object as the page does"))
+}
+
+/// 400, with what is wrong with the request.
+pub fn bad_request(text: &str) -> Response {
+    message(StatusCode::BAD_REQUEST, text)
 }
 
 #[cfg(test)]

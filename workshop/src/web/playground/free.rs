@@ -444,8 +444,9 @@ async fn member(
         drop(shared_now);
         if last_commit.elapsed() >= COMMIT_EVERY && !processed.is_empty() {
             last_commit = tokio::time::Instant::now();
-            // A member that was removed from the group is refused; the new owner has these.
-            let _ = consumer.commit_offsets_async(processed.clone());
+            // Sent at once; its answer is not needed: a member that was removed from the group
+            // is refused, and the new owner has these records.
+            drop(consumer.commit_offsets_async(processed.clone()));
         }
     }
     let _ = consumer.close().await;

@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, RwLock};
 
 use super::hub::Hub;
 use super::poll;
-use super::server::{self, Server};
+use super::server::{self, bad_request, Server};
 use crate::lab::{LabError, Target};
 use crate::target::{runtime, Cluster};
 use crate::watch::Watch;
@@ -223,14 +223,12 @@ impl Playground {
     async fn exercise(self: Arc<Self>, body: Bytes) -> Response {
         let asked: ExerciseRequest = match server::parse(&body) {
             Ok(asked) => asked,
-            Err(bad) => return bad,
+            Err(bad) => return bad_request(&bad),
         };
         let action = match (asked.action, asked.key) {
             (ExerciseAction::Hot, Some(key)) => Action::Hot(key),
-            (ExerciseAction::Hot, None) => {
-                return bad_request("\"hot\" needs a \"key\" (0 to 11)".into())
-            }
-            (_, Some(_)) => return bad_request("only \"hot\" takes a \"key\"".into()),
+            (ExerciseAction::Hot, None) => return bad_request("\"hot\" needs a \"key\" (0 to 11)"),
+            (_, Some(_)) => return bad_request("only \"hot\" takes a \"key\""),
             (ExerciseAction::Uniform, None) => Action::Uniform,
             (ExerciseAction::Batch, None) => Action::Batch,
             (ExerciseAction::Drain, None) => Action::Drain,
@@ -250,10 +248,10 @@ impl Playground {
     async fn free(self: Arc<Self>, body: Bytes) -> Response {
         let asked: FreeRequest = match server::parse(&body) {
             Ok(asked) => asked,
-            Err(bad) => return bad,
+            Err(bad) => return bad_request(&bad),
         };
         if let Err(e) = check(&asked) {
-            return bad_request(e);
+            return bad_request(&e);
         }
         let me = self.clone();
         self.on_lab(async move {
@@ -404,10 +402,6 @@ fn unique() -> u64 {
     RUNS.fetch_add(1, Ordering::Relaxed) + 1
 }
 
-fn bad_request(text: String) -> Response {
-    server::message(StatusCode::BAD_REQUEST, &text)
-}
-
 /// The new state, or what went wrong: 400 for a request the playground refuses, 502 when the
 /// broker failed, 500 for a bug.
 fn answer<T: serde::Serialize>(
@@ -415,7 +409,7 @@ fn answer<T: serde::Serialize>(
 ) -> Response {
     match done {
         Ok(Ok(view)) => server::json(StatusCode::OK, &view),
-        Ok(Err(LabError::InvalidInput(e))) => bad_request(e),
+        Ok(Err(LabError::InvalidInput(e))) => bad_request(&e),
         Ok(Err(e @ LabError::Broker(_))) => {
             server::message(StatusCode::BAD_GATEWAY, &e.to_string())
         }
