@@ -129,8 +129,9 @@ class BrokerPanel {
       labels += `<span style="color:${owner ? colour(owner) : "var(--dim)"}">${p % every === 0 ? p : ""}</span>`;
     }
     const avgH = (100 * avg) / lagScale;
+    const mean = avg.toLocaleString("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
     lagCols += `<div class="col avg" title="average lag"><div class="bar" style="height:${avgH}%"></div>` +
-      `<div class="value" style="bottom:${avgH}%">${avg.toFixed(1)}</div></div>` +
+      `<div class="value" style="bottom:${avgH}%">${mean}</div></div>` +
       `<div class="avg-line" style="bottom:${avgH}%"></div>`;
 
     const others = topics.filter((t) => t.name !== name)
@@ -153,7 +154,7 @@ class BrokerPanel {
       `<span><i style="background:var(--committed)"></i>committed</span></div>` +
       `<div class="chart offsets" style="height:${this.height || 100}px">${offsets}</div>` +
       `<div class="legend"><span><i style="background:var(--lag)"></i>lag per partition</span>` +
-      `<span><i style="background:var(--avg)"></i>average ${avg.toFixed(1)}</span>` +
+      `<span><i style="background:var(--avg)"></i>average ${mean}</span>` +
       `<span>max ${fmt(maxLag)}${maxLag > 0 ? " on P" + worst : ""}</span></div>` +
       `<div class="chart lags" style="height:${this.height || 100}px">${lagCols}</div>` +
       `<div class="labels">${labels}<span class="avg">avg</span></div>` +

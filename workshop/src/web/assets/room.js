@@ -80,15 +80,27 @@ function table(t) {
   return `<table class="evidence"><tr>${head}</tr>${rows}</table>`;
 }
 
+// A member by its client id, without the group's name in front (as the broker panel names it).
+function member(r) {
+  if (!r.client_id) return "-";
+  return r.client_id.startsWith(r.group + "-") ? r.client_id.slice(r.group.length + 1) : r.client_id;
+}
+
+// kafka-consumer-groups.sh's columns; one topic is named once above them, so the table fits the
+// narration's half of the screen.
 function lagTable(rows) {
+  const oneTopic = rows.length > 0 && rows.every((r) => r.topic === rows[0].topic);
   const t = {
     columns: [["TOPIC", "left"], ["PARTITION", "right"], ["CURRENT-OFFSET", "right"], ["LOG-END-OFFSET", "right"], ["LAG", "right"], ["CONSUMER", "left"]],
     rows: rows.map((r) => [r.topic, String(r.partition), r.current_offset === null ? "-" : String(r.current_offset),
       r.log_end_offset === null ? "-" : String(r.log_end_offset),
       r.current_offset === null || r.log_end_offset === null ? "-" : String(Math.max(0, r.log_end_offset - r.current_offset)),
-      r.client_id || "-"]),
+      member(r)]),
   };
-  return table(t);
+  if (!oneTopic) return table(t);
+  t.columns = t.columns.slice(1);
+  t.rows = t.rows.map((r) => r.slice(1));
+  return `<div class="dim">TOPIC ${esc(rows[0].topic)}</div>` + table(t);
 }
 
 function logLine(l) {
