@@ -4,12 +4,14 @@
 //! derive struct, and the flags every lab shares ([`CommonArgs`]) are added to each of them here.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 
 use clap::{ArgMatches, Args, FromArgMatches};
 
 use crate::bench::BenchArgs;
 use crate::lab::LabEntry;
 use crate::labs::LABS;
+use crate::web::playground::PlaygroundArgs;
 
 /// The seed used when `--seed` is not given, so that two runs without flags print the same figures.
 ///
@@ -48,6 +50,11 @@ pub struct CommonArgs {
     /// No narration: only the verdict, as the exit code (0 shown, 1 not shown, 2 error)
     #[arg(long)]
     pub check: bool,
+    /// Serve the room view, a live page of the run, at ADDR [default: 127.0.0.1:8080; port 0
+    /// picks one]; the lab waits at each question as under --step, for the page or Enter
+    #[arg(long, value_name = "ADDR", num_args = 0..=1,
+          default_missing_value = crate::web::DEFAULT_ADDR, value_parser = crate::web::parse_addr)]
+    pub web: Option<SocketAddr>,
 }
 
 /// What the command line asks for.
@@ -55,6 +62,7 @@ pub struct CommonArgs {
 pub enum Invocation {
     List,
     Bench(BenchArgs),
+    Playground(PlaygroundArgs),
     Lab {
         entry: &'static LabEntry,
         common: CommonArgs,
@@ -82,6 +90,10 @@ pub fn command() -> clap::Command {
                 "Measure the broker and client against this machine's raw loopback ceilings",
             ),
         )
+        .subcommand(
+            PlaygroundArgs::augment_args(clap::Command::new("playground"))
+                .about("Seed 000's hot-key exercise and a free mode, live in a browser, on a real broker"),
+        )
         .subcommands(labs)
 }
 
@@ -101,6 +113,11 @@ where
     }
     if name == "bench" {
         return Ok(Invocation::Bench(BenchArgs::from_arg_matches(sub)?));
+    }
+    if name == "playground" {
+        return Ok(Invocation::Playground(PlaygroundArgs::from_arg_matches(
+            sub,
+        )?));
     }
     let entry = LABS
         .iter()

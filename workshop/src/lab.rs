@@ -108,7 +108,8 @@ impl LabContext {
             let width = common.width.map(usize::from);
             let options = TerminalOptions::for_stream(stream, width, common.all_partitions);
             narrator.subscribe(Box::new(Terminal::on(stream, options)));
-            if common.step {
+            // The room view's Reveal / Next buttons release this gate too.
+            if common.step || common.web.is_some() {
                 narrator.pace(Gate::stdin());
             }
         }

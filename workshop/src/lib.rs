@@ -10,6 +10,9 @@
 //! - [`cli`]: the command line, assembled from the registry; options every lab shares.
 //! - [`target`]: the broker a lab runs against: embedded on 127.0.0.1:0, or `--bootstrap`
 //!   (unique names, deleted at the end).
+//! - [`watch`]: the brokers, topics and groups a lab's clusters open, for views that read the
+//!   broker themselves.
+//! - [`web`]: the room view in a browser (`--web`), and `workshop playground`.
 //! - [`report`]: narration for people as a stream of lab events (phases, questions and answers,
 //!   tables, lag, log lines, checks, the verdict) and its views (the terminal on stdout), and the
 //!   report for machines (one JSON object on stdout, and the verdict as the exit code).
@@ -39,6 +42,8 @@ pub mod labs;
 pub mod report;
 pub mod stop;
 pub mod target;
+pub mod watch;
+pub mod web;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -53,6 +58,8 @@ pub enum Outcome {
     List(Vec<(&'static str, &'static str)>),
     /// A lab ran to its verdict. `json` is whether the report goes to stdout.
     Lab { report: LabReport, json: bool },
+    /// `workshop playground` served its page until it was stopped.
+    Served,
 }
 
 impl Outcome {
@@ -60,7 +67,7 @@ impl Outcome {
     pub fn report(&self) -> Option<&LabReport> {
         match self {
             Outcome::Lab { report, .. } => Some(report),
-            Outcome::List(_) => None,
+            Outcome::List(_) | Outcome::Served => None,
         }
     }
 
@@ -81,6 +88,7 @@ impl Outcome {
                 }
                 Ok(report.exit_code())
             }
+            Outcome::Served => Ok(0),
         }
     }
 }
@@ -150,6 +158,10 @@ where
             report: bench::run(args)?,
             json: false,
         }),
+        cli::Invocation::Playground(args) => {
+            web::playground::run(&args, &stop)?;
+            Ok(Outcome::Served)
+        }
         cli::Invocation::Lab {
             entry,
             common,
@@ -157,14 +169,26 @@ where
         } => {
             let json = common.json;
             let mut ctx = LabContext::from_common(&common);
+            let room = common
+                .web
+                .map(|addr| web::Room::attach(addr, &mut ctx.narrator))
+                .transpose()?;
             attach(&mut ctx.narrator);
-            // A stop lets a narrator waiting at its gate (`--step`) go on to where it is seen.
+            // A stop lets a narrator waiting at its gate (`--step`, the room view's Reveal) go on
+            // to where it is seen.
             if let Some(gate) = ctx.narrator.gate() {
                 stop.opens(gate.clone());
             }
             ctx.stop = stop;
-            let report = entry.run(&matches, &mut ctx)?;
-            Ok(Outcome::Lab { report, json })
+            // Clusters the lab opens report to its narrator's watch (the room view reads them).
+            let report = ctx.narrator.watch().scope(|| entry.run(&matches, &mut ctx));
+            if let Some(room) = room {
+                room.finish(report.as_ref());
+            }
+            Ok(Outcome::Lab {
+                report: report?,
+                json,
+            })
         }
     }
 }

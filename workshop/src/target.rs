@@ -31,6 +31,7 @@ use client::{
 
 use crate::lab::{LabError, Target};
 use crate::stop::{Stop, Watching};
+use crate::watch::{Watch, WatchedCluster};
 
 /// How long a lab waits for a topic to be read to its end, or for a partition change to show.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -64,6 +65,8 @@ pub struct Cluster {
     /// On a cluster, from open to the end of close: a signal then waits for the cleanup
     /// instead of ending the process at once.
     _watching: Option<Watching>,
+    /// Where views that read the broker themselves learn of it (see [`crate::watch`]).
+    watched: Option<WatchedCluster>,
 }
 
 impl Cluster {
@@ -89,6 +92,7 @@ impl Cluster {
         let client = Client::connect(config)
             .await
             .map_err(|e| unreachable(&addr, &e))?;
+        let watched = Watch::current().map(|watch| watch.opened(&addr));
         Ok(Self {
             admin: Admin::new(client.clone()),
             client,
@@ -99,6 +103,7 @@ impl Cluster {
             _watching: run_id.is_some().then(|| stop.watch()),
             run_id,
             stop: stop.clone(),
+            watched,
         })
     }
 
@@ -195,6 +200,7 @@ impl Cluster {
             .await
             .map_err(|e| broker_error(&format!("creating topic {name}"), &e))?;
         lock(&self.topics).push(name.clone());
+        self.watched.iter().for_each(|w| w.topic(&name));
         Ok(name)
     }
 
@@ -207,6 +213,7 @@ impl Cluster {
         if !groups.contains(&name) {
             groups.push(name.clone());
         }
+        self.watched.iter().for_each(|w| w.group(&name));
         name
     }
 
@@ -310,6 +317,7 @@ impl Cluster {
     pub async fn close(self) {
         let topics = std::mem::take(&mut *lock(&self.topics));
         let groups = std::mem::take(&mut *lock(&self.groups));
+        self.watched.iter().for_each(WatchedCluster::closed);
         // The embedded broker goes away with everything on it; only a cluster needs cleaning.
         if self.embedded.is_none() {
             self.delete_topics(&topics).await;

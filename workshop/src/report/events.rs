@@ -59,6 +59,13 @@ pub enum Event {
     },
     /// A progress bar or live table is finished.
     Done { id: u64 },
+    /// Log lines of the system under test as they are written, and the violations found among
+    /// them, for views that follow a live log; the lab still shows its evidence as [`Event::Log`]
+    /// and [`Event::Violations`].
+    Tail {
+        lines: Vec<LogLine>,
+        violations: Vec<Violation>,
+    },
     /// The closing summary: what happened, why, what an engineer can do.
     Summary {
         happened: Vec<String>,
@@ -134,6 +141,29 @@ pub struct Violation {
     pub expected: String,
     /// What put the two apart.
     pub cause: String,
+}
+
+impl Violation {
+    /// An ordering checker's violation as the event stream carries it, found at `at` on the
+    /// lab's clock.
+    pub fn of_order(violation: &client::check::Violation, at: String) -> Self {
+        let v = violation;
+        Violation {
+            at,
+            key: v.key.clone(),
+            found: format!("v{} at {}", v.arrived_version, v.arrived_at),
+            expected: match &v.expected_at {
+                Some(at) => format!("v{} at {at}", v.expected_version),
+                None => format!("v{}", v.expected_version),
+            },
+            cause: v.change.as_ref().map_or("-".to_string(), |c| {
+                format!(
+                    "{} -> {} partitions ({} -> {})",
+                    c.from.partitions, c.to.partitions, c.partition_before, c.partition_after
+                )
+            }),
+        }
+    }
 }
 
 /// A check of the verdict: a short name (the verdict line lists the failed ones), whether it

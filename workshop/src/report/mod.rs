@@ -23,7 +23,7 @@ pub use events::{Check, Event, Level, LogLine, Pause, Recorder, Subscriber, Viol
 pub use fit::columns;
 pub use gate::Gate;
 pub use lag::{lag_lines, max_and_average, LagRow};
-pub use narrator::{Live, Narrator, Phase, Progress, Summary};
+pub use narrator::{Live, Narrator, Phase, Progress, Summary, Tail};
 pub use table::{Align, Table};
 pub use terminal::{Stream, Terminal, TerminalOptions, DEFAULT_WIDTH};
 

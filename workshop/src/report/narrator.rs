@@ -16,6 +16,7 @@ use super::checks::Checks;
 use super::events::{Event, LogLine, Pause, Subscriber, Violation};
 use super::gate::Gate;
 use super::{LabReport, LagRow, Table};
+use crate::watch::Watch;
 
 /// The opening of a phase.
 #[derive(Debug, Clone, Copy)]
@@ -61,6 +62,8 @@ pub struct Narrator {
     gate: Option<Gate>,
     /// The phase being told, from 1; 0 before the first.
     phase: usize,
+    /// What the lab's clusters hold, for views that read the broker themselves.
+    watch: Watch,
 }
 
 impl Narrator {
@@ -82,6 +85,12 @@ impl Narrator {
     /// The gate the narrator waits at, for whoever else may release it.
     pub fn gate(&self) -> Option<&Gate> {
         self.gate.as_ref()
+    }
+
+    /// The brokers, topics and groups of this lab run, as its clusters report them (see
+    /// [`crate::watch`]).
+    pub fn watch(&self) -> Watch {
+        self.watch.clone()
     }
 
     /// The lab's name and the phenomenon it expects, before the first phase.
@@ -177,6 +186,14 @@ impl Narrator {
         Live {
             hub: self.hub.clone(),
             id: self.hub.next_id.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// A live log: lines as the system under test writes them, for live views only.
+    pub fn tail(&self) -> Tail {
+        Tail {
+            hub: self.hub.clone(),
+            live: self.is_live(),
         }
     }
 
@@ -302,6 +319,28 @@ impl Live {
 
     /// Takes the table off the screen (the lab shows the final state as evidence).
     pub fn finish(self) {}
+}
+
+/// A live log ([`Narrator::tail`]); cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Tail {
+    hub: Arc<Hub>,
+    /// Whether a live view was subscribed when the tail was made: without one, nothing is sent.
+    live: bool,
+}
+
+impl Tail {
+    /// Whether anybody follows: a lab can skip converting lines for nobody.
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// Lines just written, and the violations among them.
+    pub fn push(&self, lines: Vec<LogLine>, violations: Vec<Violation>) {
+        if self.live && !(lines.is_empty() && violations.is_empty()) {
+            self.hub.emit(Event::Tail { lines, violations });
+        }
+    }
 }
 
 impl Drop for Live {

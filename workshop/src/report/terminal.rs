@@ -256,6 +256,7 @@ impl Terminal {
             Event::Answer { .. }
             | Event::Progress { .. }
             | Event::Live { .. }
+            | Event::Tail { .. }
             | Event::Done { .. } => return String::new(),
         }
         let mut text = lines.join("\n");

@@ -14,7 +14,7 @@ pub fn run_lab(lab: &str, args: &[&str]) -> Result<LabReport, RunError> {
     let args = [lab, "--check"].into_iter().chain(args.iter().copied());
     match workshop::run(args)? {
         Outcome::Lab { report, .. } => Ok(report),
-        Outcome::List(_) => panic!("a lab run listed the labs"),
+        Outcome::List(_) | Outcome::Served => panic!("a lab run did not run a lab"),
     }
 }
 
@@ -28,7 +28,7 @@ pub fn run_json(lab: &str, args: &[&str]) -> LabReport {
             assert!(json);
             report
         }
-        Ok(Outcome::List(_)) => panic!("a lab run listed the labs"),
+        Ok(Outcome::List(_) | Outcome::Served) => panic!("a lab run did not run a lab"),
         Err(e) => panic!("the lab failed: {e}"),
     }
 }

@@ -95,7 +95,11 @@ async fn phases(
     let mut service = ClientConfig::new(cluster.addr());
     service.client_id = GROUP.to_string();
     service.metadata_max_age = METADATA_MAX_AGE;
-    let env = Env { cluster, service };
+    let env = Env {
+        cluster,
+        service,
+        tail: n.tail(),
+    };
     let rounds = estimated_rounds(plan, traffic);
 
     // The failure: 12 partitions, a backlog, CreatePartitions to 24.

@@ -23,7 +23,7 @@ use super::plan::Plan;
 use super::store::{AggregateStore, LogLine};
 use super::traffic::{Traffic, FEATURED_ORDER};
 use crate::lab::LabError;
-use crate::report::{LagRow, Progress};
+use crate::report::{self, LagRow, Progress, Tail};
 use crate::target::{broker_error, Cluster};
 use client::check::{OrderingChecker, Position, Violation};
 
@@ -38,6 +38,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Env<'c> {
     pub cluster: &'c Cluster,
     pub service: ClientConfig,
+    /// The store's lines and the checker's violations as they happen, for live views.
+    pub tail: Tail,
 }
 
 /// What happens when half the traffic has been produced.
@@ -77,6 +79,13 @@ pub struct Seen {
     pub violation: Violation,
     pub line: String,
     pub round: u32,
+}
+
+impl Seen {
+    /// The violation as the lab event stream carries it.
+    pub fn reported(&self) -> report::Violation {
+        report::Violation::of_order(&self.violation, format!("round {}", self.round))
+    }
 }
 
 /// The migration's price and its proof.
@@ -138,6 +147,8 @@ pub struct Run<'a> {
     log_end: BTreeMap<PartitionId, i64>,
     round: u32,
     seen: Vec<Seen>,
+    /// How many store lines and violations the live tail has had.
+    tailed: (usize, usize),
     featured_written: Vec<Option<Position>>,
     lag_at_change: Vec<LagRow>,
     migration: Option<Migration>,
@@ -192,6 +203,7 @@ impl<'a> Run<'a> {
             log_end: BTreeMap::new(),
             round: 0,
             seen: Vec::new(),
+            tailed: (0, 0),
             featured_written: vec![None; LAST_VERSION as usize],
             lag_at_change: Vec::new(),
             migration: None,
@@ -436,8 +448,20 @@ impl<'a> Run<'a> {
             self.apply(delivery);
         }
         self.group.commit(&self.applied)?;
+        self.tail_round();
         progress.inc();
         Ok(())
+    }
+
+    /// What the round added to the store's log and the checker's findings, to live views.
+    fn tail_round(&mut self) {
+        let tail = &self.env.tail;
+        if tail.is_live() {
+            let lines = self.store.log()[self.tailed.0..].iter().map(LogLine::event);
+            let seen = self.seen[self.tailed.1..].iter().map(Seen::reported);
+            tail.push(lines.collect(), seen.collect());
+        }
+        self.tailed = (self.store.log().len(), self.seen.len());
     }
 
     fn apply(&mut self, delivery: Delivery) {

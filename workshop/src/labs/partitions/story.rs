@@ -299,24 +299,7 @@ fn violations_table(n: &mut Narrator, seen: &[Seen]) {
     let shown = seen
         .iter()
         .take(VIOLATIONS_SHOWN)
-        .map(|s| {
-            let v = &s.violation;
-            report::Violation {
-                at: format!("round {}", s.round),
-                key: v.key.clone(),
-                found: format!("v{} at {}", v.arrived_version, v.arrived_at),
-                expected: match &v.expected_at {
-                    Some(at) => format!("v{} at {at}", v.expected_version),
-                    None => format!("v{}", v.expected_version),
-                },
-                cause: v.change.as_ref().map_or("-".to_string(), |c| {
-                    format!(
-                        "{} -> {} partitions ({} -> {})",
-                        c.from.partitions, c.to.partitions, c.partition_before, c.partition_after
-                    )
-                }),
-            }
-        })
+        .map(Seen::reported)
         .collect();
     n.violations(seen.len(), shown);
 }

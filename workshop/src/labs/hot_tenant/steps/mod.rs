@@ -125,39 +125,84 @@ async fn run_on_broker(
     index: usize,
     run: &Run,
 ) -> Result<(Vec<StepRow>, Option<Vec<LagRow>>), LabError> {
-    let base = format!("hot-tenant-steps-{}", index + 1);
-    let topic = cluster.create_topic(&base, PARTITIONS as i32).await?;
-    let group = GroupOffsets::new(cluster.client(), &cluster.group(&base));
-    let producer = Producer::new(cluster.client().clone(), ProducerConfig::default())
-        .map_err(|e| broker_error("starting the producer", &e))?;
-    let mut readers = (0..PARTITIONS as i32)
-        .map(|p| {
-            PartitionReader::new(
-                cluster.client(),
-                TopicPartition::new(topic.clone(), p),
-                0,
-                FETCH_WAIT,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut on_broker = StepRun::start(cluster, &format!("hot-tenant-steps-{}", index + 1)).await?;
     let mut rows = Vec::new();
     let mut longest = None;
-    for (step, &load) in run.steps.iter().enumerate() {
-        let ends_before = group.log_ends(&topic, PARTITIONS as i32).await?;
-        let committed_before = committed_or_zero(&group, &topic).await?;
-        produce_batch(&producer, &topic, load, step).await?;
-        let ends = group.log_ends(&topic, PARTITIONS as i32).await?;
+    for &load in &run.steps {
+        let (row, lag) = on_broker.step(load).await?;
+        if longest.is_none() && row.queued.iter().copied().max() == Some(12) {
+            longest = Some(lag);
+        }
+        rows.push(row);
+    }
+    on_broker.close().await;
+    Ok((rows, longest))
+}
+
+/// One run of the seed's model on the broker, a step at a time: its own topic of 3 partitions
+/// and its own group, one consumer per partition. The playground (`workshop playground`)
+/// steps one as its buttons say.
+pub struct StepRun {
+    topic: String,
+    group: GroupOffsets,
+    producer: Producer,
+    readers: Vec<PartitionReader>,
+    steps: usize,
+}
+
+impl StepRun {
+    /// Creates the topic the lab calls `base` and the group of the same name.
+    pub async fn start(cluster: &Cluster, base: &str) -> Result<StepRun, LabError> {
+        let topic = cluster.create_topic(base, PARTITIONS as i32).await?;
+        let group = GroupOffsets::new(cluster.client(), &cluster.group(base));
+        let producer = Producer::new(cluster.client().clone(), ProducerConfig::default())
+            .map_err(|e| broker_error("starting the producer", &e))?;
+        let readers = (0..PARTITIONS as i32)
+            .map(|p| {
+                PartitionReader::new(
+                    cluster.client(),
+                    TopicPartition::new(topic.clone(), p),
+                    0,
+                    FETCH_WAIT,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(StepRun {
+            topic,
+            group,
+            producer,
+            readers,
+            steps: 0,
+        })
+    }
+
+    /// The topic, as created (unique under `--bootstrap`).
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// One step: the batch of `load` is produced and acknowledged, then each partition's
+    /// consumer completes at most [`CAPACITY`] records and commits. Returns what the broker
+    /// shows (arrivals from log ends, completed from commits, queued from the group's lag) and
+    /// the group's lag rows after the step.
+    pub async fn step(&mut self, load: Load) -> Result<(StepRow, Vec<LagRow>), LabError> {
+        let (topic, group) = (&self.topic, &self.group);
+        let ends_before = group.log_ends(topic, PARTITIONS as i32).await?;
+        let committed_before = committed_or_zero(group, topic).await?;
+        produce_batch(&self.producer, topic, load, self.steps).await?;
+        self.steps += 1;
+        let ends = group.log_ends(topic, PARTITIONS as i32).await?;
         // Each partition's consumer completes at most CAPACITY records from where the group is.
-        for (p, reader) in readers.iter_mut().enumerate() {
+        for (p, reader) in self.readers.iter_mut().enumerate() {
             let taken = reader.take(CAPACITY as usize, ends[p]).await?;
             if let Some(last) = taken.last() {
                 group
-                    .commit_unassigned(&topic, &[(p as i32, last.offset + 1)])
+                    .commit_unassigned(topic, &[(p as i32, last.offset + 1)])
                     .await?;
             }
         }
-        let lag = group.lag_rows(&topic, PARTITIONS as i32).await?;
-        let committed = committed_or_zero(&group, &topic).await?;
+        let lag = group.lag_rows(topic, PARTITIONS as i32).await?;
+        let committed = committed_or_zero(group, topic).await?;
         let mut row = StepRow {
             label: load.label(),
             arrivals: [0; PARTITIONS],
@@ -169,13 +214,14 @@ async fn run_on_broker(
             row.completed[p] = (committed[p] - committed_before[p]).max(0) as u64;
             row.queued[p] = lag[p].lag().unwrap_or(ends[p]).max(0) as u64;
         }
-        if longest.is_none() && row.queued.iter().copied().max() == Some(12) {
-            longest = Some(lag);
-        }
-        rows.push(row);
+        Ok((row, lag))
     }
-    producer.close().await;
-    Ok((rows, longest))
+
+    /// Waits for the producer's last acknowledgements; the topic and group stay until the
+    /// cluster closes.
+    pub async fn close(self) {
+        self.producer.close().await;
+    }
 }
 
 /// Sends the batch of `load` with the seed's placement and waits for every acknowledgement:

@@ -1,0 +1,206 @@
+// The room view and the playground in a real headless Chromium: the pages the workshop binary
+// serves, driven as a trainer drives them, against the real (embedded) broker.
+//
+//   node room.test.mjs WORKSHOP_BINARY ARTIFACTS_DIR
+//
+// 1. `workshop playground --web 127.0.0.1:0`: seed 000's buttons in the seed's order; the table
+//    must read 4/4/4, then 10/1/1 with 6 queued, then 12 queued, drained 8, 4, 0; hot key 1 moves
+//    the load to P1, hot key 3 back to P0. Then the free mode: a topic grown from 6 to 12
+//    partitions while records flow.
+// 2. `workshop partitions --web 127.0.0.1:0`: Reveal / Next phase to the end; after phase 2's
+//    answer the broker panel shows 24 partitions and the store's log has order 8842's
+//    cancellation as a highlighted (error) line; while each question is open the broker's figures
+//    are held back (blurred) until Reveal; a second tab closed mid-run does not stall the lab;
+//    the verdict is Shown and the binary exits 0.
+// Screenshots of each go to ARTIFACTS_DIR. Any failed expectation exits 1 with the reason.
+import { spawn } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const [binary, artifacts] = process.argv.slice(2);
+if (!binary || !artifacts) {
+  console.error("usage: node room.test.mjs WORKSHOP_BINARY ARTIFACTS_DIR");
+  process.exit(2);
+}
+mkdirSync(artifacts, { recursive: true });
+
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync"];
+const VIEWPORT = { width: 1280, height: 720 };
+const started = Date.now();
+const say = (text) => console.log(`[browser ${((Date.now() - started) / 1000).toFixed(1)}s] ${text}`);
+
+function expect(ok, what) {
+  if (!ok) throw new Error(`expected ${what}`);
+  say(`ok: ${what}`);
+}
+
+// Starts the workshop with `args`; resolves with the process and the URL it prints on stderr.
+const children = [];
+function serve(args, prefix) {
+  const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"] });
+  children.push(child);
+  let stderr = "";
+  child.stdout.resume();
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const url = new Promise((resolve, reject) => {
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+      const found = stderr.match(new RegExp(`${prefix}: (http://\\S+)`));
+      if (found) resolve(found[1]);
+    });
+    exited.then(({ code }) => reject(new Error(`workshop ${args[0]} exited (${code}) before serving: ${stderr}`)));
+    setTimeout(() => reject(new Error(`workshop ${args[0]} printed no URL in 30 s: ${stderr}`)), 30000);
+  });
+  return { child, exited, url, stderr: () => stderr };
+}
+
+// The exercise table, as the room reads it: per partition [arrived, received, completed, queued].
+async function table(page) {
+  return page.$$eval("#ex-table tr[data-partition]", (rows) => rows.map((r) =>
+    ["arrived", "received", "completed", "queued"].map((c) => Number(r.querySelector("td." + c).textContent))));
+}
+
+const column = (rows, i) => rows.map((r) => r[i]).join("/");
+
+// Clicks a button of the exercise and waits for the page to have the server's answer.
+async function press(page, id) {
+  await page.waitForSelector(`#${id}:not([disabled])`);
+  const answered = page.waitForResponse((r) => r.url().endsWith("/api/exercise"));
+  await page.click(`#${id}`);
+  const answer = await answered;
+  expect(answer.status() === 200, `200 for ${id} (got ${answer.status()})`);
+  await page.waitForSelector("#batch:not([disabled])");
+  return table(page);
+}
+
+async function hotKey(page, key) {
+  await page.waitForSelector("#hot-key:not([disabled])");
+  await page.selectOption("#hot-key", String(key));
+  return press(page, "hot");
+}
+
+async function playground(browser) {
+  const served = serve(["playground", "--web", "127.0.0.1:0"], "playground");
+  const url = await served.url;
+  say(`playground at ${url}`);
+  const page = await browser.newPage({ viewport: VIEWPORT });
+  await page.goto(url);
+  await page.waitForSelector("#ex-table tr[data-partition]");
+
+  let rows = await press(page, "batch");
+  expect(column(rows, 0) === "4/4/4" && column(rows, 3) === "0/0/0", `uniform: arrivals 4/4/4, nothing queued (${JSON.stringify(rows)})`);
+  rows = await hotKey(page, 0);
+  expect(column(rows, 1) === "0/0/0", "hot key 0 starts a new run");
+  rows = await press(page, "batch");
+  expect(column(rows, 0) === "10/1/1" && column(rows, 2) === "4/1/1" && column(rows, 3) === "6/0/0",
+    `hot key 0: arrivals 10/1/1, completed 4/1/1, 6 queued on P0 (${JSON.stringify(rows)})`);
+  rows = await press(page, "batch");
+  expect(rows[0][3] === 12, `a second batch: P0's queue is 12 (${rows[0][3]})`);
+  await page.screenshot({ path: join(artifacts, "playground-exercise.png") });
+  const drained = [];
+  for (let i = 0; i < 3; i++) drained.push((await press(page, "drain"))[0][3]);
+  expect(drained.join(" -> ") === "8 -> 4 -> 0", `drained 12 -> ${drained.join(" -> ")}`);
+  rows = await hotKey(page, 1);
+  rows = await press(page, "batch");
+  expect(column(rows, 0) === "1/10/1" && column(rows, 3) === "0/6/0", `hot key 1 moves the load to P1 (${JSON.stringify(rows)})`);
+  rows = await hotKey(page, 3);
+  rows = await press(page, "batch");
+  expect(column(rows, 0) === "10/1/1" && column(rows, 3) === "6/0/0", `hot key 3 moves it back to P0 (${JSON.stringify(rows)})`);
+  const share = await page.textContent("#ex-shares .share[data-partition='0'] .pct");
+  expect(share.trim() === "83 %", `P0's share is 83 % (${share.trim()})`);
+  // The broker panel reads the run's topic from the broker: P0's log end is the 10 produced.
+  await page.waitForFunction(() => /playground-\d+/.test(document.querySelector("#ex-broker #topic-name")?.textContent || ""));
+
+  // The free mode: records flow; the topic grows from 6 to 12 partitions under the group.
+  await page.click("#tab-free");
+  await page.fill("#f-partitions", "6");
+  await page.fill("#f-rate", "200");
+  await page.click("#f-start");
+  await page.waitForFunction(() => Number(document.querySelector("#f-figures b:nth-of-type(2)")?.textContent || 0) > 0,
+    null, { timeout: 20000 });
+  await page.fill("#f-grow", "12");
+  await page.click("#f-grow-go");
+  await page.waitForFunction(() => /^12 partitions$/.test(document.querySelector("#f-broker #partition-count")?.textContent || ""),
+    null, { timeout: 20000 });
+  expect(true, "free mode: the broker panel shows 12 partitions after the increase");
+  await page.waitForTimeout(2500);
+  await page.screenshot({ path: join(artifacts, "playground-free.png") });
+  await page.click("#f-stop");
+
+  await page.close();
+  served.child.kill("SIGTERM");
+  const { code } = await served.exited;
+  expect(code === 0, `the playground stops cleanly on SIGTERM (exit ${code})`);
+}
+
+async function partitions(browser) {
+  const served = serve(["partitions", "--web", "127.0.0.1:0"], "room view");
+  const url = await served.url;
+  say(`partitions lab at ${url}`);
+  const page = await browser.newPage({ viewport: VIEWPORT });
+  await page.goto(url);
+  // A second tab, closed while the lab runs: the lab must not wait for it.
+  let spare = await browser.newPage({ viewport: VIEWPORT });
+  await spare.goto(url);
+  let shotPhase2 = false;
+  for (let turn = 0; turn < 40; turn++) {
+    await page.waitForFunction(() => !document.getElementById("reveal").disabled ||
+      !document.getElementById("next").disabled || document.getElementById("status").textContent.startsWith("done"),
+      null, { timeout: 120000 });
+    const status = await page.textContent("#status");
+    if (status.startsWith("done")) break;
+    const where = await page.textContent("#where");
+    if (spare && where.startsWith("phase 2")) {
+      await spare.close();
+      spare = null;
+    }
+    // While a question is open the broker's figures are blurred; the answer shows them.
+    const asking = !(await page.isDisabled("#reveal"));
+    const held = await page.$eval("#broker-panel", (el) => el.classList.contains("held"));
+    if (held !== asking) throw new Error(`the broker panel is ${held ? "" : "not "}held at "${where}" | ${status}`);
+    if (asking && where.startsWith("phase 1")) {
+      await page.click("#peek");
+      expect(!(await page.$eval("#broker-panel", (el) => el.classList.contains("held"))),
+        "phase 1's question: the broker is held until Reveal, and shown when the trainer asks");
+    }
+    if (where.startsWith("phase 2") && !(await page.isDisabled("#next")) && !shotPhase2) {
+      const count = await page.textContent("#broker #partition-count");
+      expect(count === "24 partitions", `phase 2's answer: the broker panel shows 24 partitions (${count})`);
+      const line = page.locator("#tail #log div.error", { hasText: "order 8842" }).first();
+      expect(await line.isVisible(), "the store's log shows order 8842's cancellation as a highlighted line");
+      const violation = await page.textContent("#tail #violations .violation");
+      expect(violation.includes("order-8842"), `the first violation is order 8842's (${violation})`);
+      await page.screenshot({ path: join(artifacts, "room-partitions.png") });
+      shotPhase2 = true;
+    }
+    await page.click((await page.isDisabled("#reveal")) ? "#next" : "#reveal");
+    await page.waitForFunction((before) => document.getElementById("reveal").disabled &&
+      document.getElementById("next").disabled || document.getElementById("status").textContent !== before, status);
+  }
+  expect(shotPhase2, "phase 2 was shown");
+  await page.waitForSelector("#verdict");
+  const verdict = await page.textContent("#verdict");
+  expect(verdict.startsWith("Shown"), `the verdict: ${verdict.slice(0, 60)}…`);
+  await page.screenshot({ path: join(artifacts, "room-partitions-verdict.png") });
+  await page.close();
+  // The page stays up until Enter in the terminal.
+  served.child.stdin.end("\n");
+  const { code } = await served.exited;
+  expect(code === 0, `the lab exits 0 (exit ${code})`);
+}
+
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: FLAGS, headless: true });
+try {
+  await playground(browser);
+  await partitions(browser);
+  say("all passed");
+} catch (e) {
+  console.error(`[browser] FAILED: ${e.message}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+  // A failed run leaves no workshop behind.
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+}
