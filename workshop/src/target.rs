@@ -379,20 +379,46 @@ impl Cluster {
         Ok(())
     }
 
+    /// Deletes `group` once its members are removed. A member dropped where it waited may have
+    /// had a JoinGroup on the wire: the broker then holds a join without a member to remove
+    /// (Kafka's pending member, or a member that joined after the removal), and the group is
+    /// not empty until that join completes or its session expires. So the removal and the
+    /// deletion are repeated until the group goes, for at most one session timeout.
     async fn delete_emptied_group(&self, group: &str) {
-        let deleted = self.admin.delete_groups(&[group]).await;
-        let failed = match deleted {
-            Ok(results) => results
-                .into_iter()
-                .find_map(|(_, r)| r.err())
-                .map(|e| e.to_string()),
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(e) = failed {
-            tracing::warn!(%group, %e, "could not delete the lab's group after removing its members");
+        let started = tokio::time::Instant::now();
+        let mut said = false;
+        loop {
+            let failed = match self.admin.delete_groups(&[group]).await {
+                Ok(results) => results.into_iter().find_map(|(_, r)| r.err()),
+                Err(e) => {
+                    tracing::warn!(%group, %e, "could not delete the lab's group");
+                    return;
+                }
+            };
+            let Some(e) = failed else { return };
+            if e.name() != "NON_EMPTY_GROUP" || started.elapsed() >= PENDING_JOINS_EXPIRE {
+                tracing::warn!(%group, %e, "could not delete the lab's group after removing its members");
+                return;
+            }
+            if !said {
+                eprintln!(
+                    "workshop: group {group} still has joins in flight; waiting up to {} s for                      them to end (Ctrl-C again leaves it)",
+                    PENDING_JOINS_EXPIRE.as_secs()
+                );
+                said = true;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if let Err(e) = self.remove_members(group).await {
+                tracing::warn!(%group, %e, "the lab's group still has members; not deleted");
+                return;
+            }
         }
     }
 }
+
+/// How long a join that was on the wire when its member was dropped can keep a group from
+/// being deleted: the session timeout of the labs' members (Kafka's default, 45 s), plus a margin.
+const PENDING_JOINS_EXPIRE: Duration = Duration::from_secs(50);
 
 /// Runs `work`, or fails with a one-line error naming `what` once `limit` has passed.
 async fn within<T>(
