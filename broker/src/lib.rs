@@ -40,6 +40,7 @@ mod segment;
 mod server;
 mod state;
 mod stored;
+pub mod topic_config;
 mod topic_store;
 pub mod topics;
 

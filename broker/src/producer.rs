@@ -111,6 +111,30 @@ impl SequenceWindows {
     }
 }
 
+impl SequenceWindows {
+    /// A transaction marker of `producer_id` at `epoch` was written here. A newer epoch (the
+    /// coordinator bumps it when it aborts a transaction that timed out) starts the producer's
+    /// window over, so its older epoch is fenced in this partition from now on.
+    pub fn marker(&mut self, producer_id: i64, epoch: i16) {
+        match self.entries.get_mut(&producer_id) {
+            Some(entry) if epoch > entry.epoch => {
+                entry.epoch = epoch;
+                entry.batches.clear();
+            }
+            Some(_) => {}
+            None => {
+                self.entries.insert(
+                    producer_id,
+                    ProducerEntry {
+                        epoch,
+                        batches: VecDeque::new(),
+                    },
+                );
+            }
+        }
+    }
+}
+
 /// Kafka's `ProducerIdManager` block size: ids are recorded on disk a thousand at a time.
 pub const ID_BLOCK: i64 = 1000;
 
@@ -289,6 +313,23 @@ mod tests {
         window.record(&bumped, 2);
         assert_eq!(
             window.check(&header(7, 0, 2, 1)),
+            Err(ResponseError::InvalidProducerEpoch)
+        );
+    }
+
+    #[test]
+    fn a_marker_with_a_newer_epoch_fences_the_older_one() {
+        let mut window = window_with(2);
+        window.marker(7, 0);
+        assert_eq!(window.check(&header(7, 0, 4, 1)), Ok(SequenceVerdict::Append));
+        window.marker(7, 1);
+        assert_eq!(
+            window.check(&header(7, 0, 4, 1)),
+            Err(ResponseError::InvalidProducerEpoch)
+        );
+        window.marker(9, 3);
+        assert_eq!(
+            window.check(&header(9, 2, 0, 1)),
             Err(ResponseError::InvalidProducerEpoch)
         );
     }

@@ -6,6 +6,7 @@
 
 mod admin;
 mod api_versions;
+mod configs;
 mod fetch;
 mod fetch_body;
 mod group_admin;
@@ -87,7 +88,11 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
             ResponseKind::CreatePartitions(admin::create_partitions(state, r))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(admin::describe_configs(state, r))
+            ResponseKind::DescribeConfigs(configs::describe(state, r, version))
+        }
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(configs::alter(state, r)),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(state, r))
         }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(state, r, version))

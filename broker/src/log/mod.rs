@@ -1,5 +1,6 @@
 //! One partition's log: record batches exactly as producers sent them, with only `baseOffset`
-//! rewritten, and an offset index over them.
+//! rewritten (and, on a LogAppendTime topic, the broker's time stamped in), and an offset index
+//! over them.
 //!
 //! Neither append nor read decodes a record: a batch is located by its header, and fetch hands out
 //! the stored bytes. Each partition has its own lock, so produce and fetch on different partitions
@@ -8,27 +9,36 @@
 //! only the index stays in memory and reads come from the files ([`Stored`]), and an acks=all
 //! produce waits for a sync it shares with the produces waiting at that moment ([`GroupCommit`]).
 //!
-//! With `retention.bytes`, the oldest batches go once the partition holds more, and the log
-//! start offset moves past them: in memory batch by batch, with a data directory whole segments
-//! at a time (so a restart starts where the log started). Besides bounding memory, this is what
-//! keeps a busy broker fast:
-//! the memory of dropped batches is reused for new ones, while a log that only grows must have
-//! every new page zeroed by the kernel, which cost half of the broker's time under produce load.
+//! Transactions leave their trace here ([`txn_index`]): the producers with a transaction open
+//! (which holds the last stable offset) and the aborted ones, which a read_committed fetch reads
+//! up to and tells about. What the topic's configs ask of the log ([`LogPolicy`]) is applied by
+//! [`retention`] (by size at each append, by age and by DeleteRecords on request) and by the
+//! [`cleaner`], which a background task runs, never a produce or a fetch.
+
+pub mod cleaner;
+pub mod retention;
+pub mod txn_index;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use protocol::batch::{set_base_offset, BatchHeader};
+use protocol::batch::{set_base_offset, set_log_append_time, BatchHeader};
+use protocol::control::{marker_batch, Marker};
 use tracing::debug;
 
 use crate::disk_log::{DiskLog, Recovered};
 use crate::group_commit::GroupCommit;
 use crate::producer::{SequenceVerdict, SequenceWindows};
 use crate::stored::{self, Stored};
+use crate::topic_config::LogPolicy;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
+pub use txn_index::AbortedTxn;
+use txn_index::TxnIndex;
 
 /// A stored batch and what the index needs to find it without reading it.
 #[derive(Debug, Clone)]
@@ -49,12 +59,34 @@ struct IndexedBatch {
     stored: Stored,
 }
 
-/// Log start (earliest readable offset) and log end (next offset to assign, the high watermark of
-/// a single replica).
+/// Log start (earliest readable offset), last stable offset (below it no transaction is open)
+/// and log end (next offset to assign, the high watermark of a single replica).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogOffsets {
     pub start: i64,
+    pub stable: i64,
     pub end: i64,
+}
+
+/// Kafka's `isolation_level` of Fetch and ListOffsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Up to the high watermark, aborted records included.
+    #[default]
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions to skip.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The wire's 0 (read_uncommitted) or 1 (read_committed).
+    pub fn from_code(code: i8) -> Self {
+        if code == 1 {
+            Isolation::ReadCommitted
+        } else {
+            Isolation::ReadUncommitted
+        }
+    }
 }
 
 /// What a read returns: the stored batches from the one holding the offset, and the offsets at
@@ -65,6 +97,8 @@ pub struct ReadResult {
     /// empty when there is nothing to read.
     pub records: Vec<Bytes>,
     pub offsets: LogOffsets,
+    /// read_committed: the aborted transactions overlapping the batches returned.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -90,54 +124,100 @@ struct LogState {
     /// Where appends are written when the broker has a data directory (boxed: an in-memory
     /// partition pays one pointer for it, see `tests/tests/partition_memory.rs`).
     disk: Option<Box<DiskLog>>,
-    /// Kafka's `retention.bytes`; `None` keeps everything.
-    retention_bytes: Option<usize>,
+    /// Open and aborted transactions; `None` until a transactional batch comes (boxed for the
+    /// same reason).
+    txns: Option<Box<TxnIndex>>,
+    policy: LogPolicy,
+    /// The cleaner's checkpoint: offsets below it have been compacted at least once.
+    cleaned_to: i64,
 }
 
 impl LogState {
-    /// Drops the oldest batches while the log would still hold `retention.bytes` without them,
-    /// the condition on which Kafka deletes a segment. In memory a batch is a segment and the
-    /// newest batch always stays; on disk whole segments go, and the active one stays.
-    fn apply_retention(&mut self) {
-        let Some(keep) = self.retention_bytes else {
+    fn offsets(&self) -> LogOffsets {
+        LogOffsets {
+            start: self.start,
+            stable: self.stable(),
+            end: self.end,
+        }
+    }
+
+    /// The first offset of the oldest open transaction (never below the log start), else the
+    /// end.
+    fn stable(&self) -> i64 {
+        match self.txns.as_ref().and_then(|t| t.first_unstable()) {
+            Some(first) => first.clamp(self.start, self.end),
+            None => self.end,
+        }
+    }
+
+    fn push(&mut self, header: &BatchHeader, base_offset: i64, len: usize, stored: Stored) {
+        let last_offset = base_offset + header.last_offset_delta as i64;
+        self.bytes += len;
+        self.batches.push_back(IndexedBatch {
+            base_offset,
+            last_offset,
+            max_timestamp: header.max_timestamp,
+            len,
+            stored,
+        });
+        self.end = last_offset + 1;
+    }
+
+    /// Takes a batch's transaction role into the index: data of an open transaction, or its end.
+    fn index_transaction(&mut self, header: &BatchHeader, base_offset: i64, marker: Option<Marker>) {
+        if !header.is_transactional() {
             return;
-        };
-        if let Some(disk) = &mut self.disk {
-            if let Some(first) = disk.apply_retention(keep) {
-                while self.batches.front().is_some_and(|b| b.base_offset < first) {
-                    if let Some(oldest) = self.batches.pop_front() {
-                        self.bytes -= oldest.len;
-                    }
+        }
+        let txns = self.txns.get_or_insert_with(Box::default);
+        match marker {
+            Some(marker) => {
+                txns.marker(header.producer_id, marker, base_offset);
+                self.sequences
+                    .marker(header.producer_id, header.producer_epoch);
+            }
+            None if !header.is_control() => txns.data(header.producer_id, base_offset),
+            None => {}
+        }
+    }
+
+    /// Writes the batch (to disk first with a data directory) at the log end.
+    fn store(&mut self, data: BytesMut, header: &BatchHeader) -> Result<i64, ResponseError> {
+        let mut data = data;
+        let base_offset = self.end;
+        set_base_offset(&mut data, base_offset);
+        let len = data.len();
+        let stored = match &mut self.disk {
+            Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
+            // Written before it is visible: nothing a fetch returned can vanish when the
+            // process dies (the kernel has it; acks=all also waits for the disk).
+            Some(disk) => match disk.append(&data, base_offset) {
+                Ok(stored) => stored,
+                Err(e) => {
+                    tracing::error!("partition write failed, no more appends: {e}");
+                    disk.failed = true;
+                    return Err(ResponseError::KafkaStorageError);
                 }
-                self.start = self.start.max(first);
-            }
-            return;
-        }
-        while self.batches.len() > 1 && self.bytes - self.batches[0].len >= keep {
-            if let Some(oldest) = self.batches.pop_front() {
-                self.bytes -= oldest.len;
-            }
-        }
-        if let Some(first) = self.batches.front() {
-            self.start = self.start.max(first.base_offset);
-        }
+            },
+            None => Stored::Memory(data.freeze()),
+        };
+        self.push(header, base_offset, len, stored);
+        Ok(base_offset)
     }
 }
 
 /// Where an append went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Appended {
-    /// Written at this base offset.
-    New(i64),
-    /// An idempotent retry of a batch already written at this base offset; nothing was written.
-    Duplicate(i64),
+pub struct Appended {
+    pub base_offset: i64,
+    /// An idempotent retry of a batch already written there; nothing was written.
+    pub duplicate: bool,
+    /// The broker's time stamped on the batch (a LogAppendTime topic), else -1.
+    pub log_append_time: i64,
 }
 
 impl Appended {
     pub fn base_offset(self) -> i64 {
-        match self {
-            Appended::New(offset) | Appended::Duplicate(offset) => offset,
-        }
+        self.base_offset
     }
 }
 
@@ -149,6 +229,16 @@ pub struct PartitionLog {
     /// The syncs of acks=all produces, shared by those waiting at the same moment; only a log
     /// on disk has them, and an empty in-memory partition allocates nothing for it.
     commit: Option<GroupCommit>,
+    /// `cleanup.policy` holds `compact`: produce refuses records without a key. Kept outside
+    /// the lock so that produce checks it before taking it.
+    compacted: AtomicBool,
+}
+
+/// Milliseconds since the epoch: the broker's time, as LogAppendTime and markers stamp it.
+pub fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl PartitionLog {
@@ -167,8 +257,9 @@ impl PartitionLog {
         log
     }
 
-    /// A log read back from its segments: batches, offsets, and the idempotent producers'
-    /// sequence windows, so a retry after a restart is still recognised.
+    /// A log read back from its segments: batches, offsets, the idempotent producers' sequence
+    /// windows (so a retry after a restart is still recognised) and the transactions (so the
+    /// last stable offset and the aborted ones are what they were).
     pub fn recovered(recovered: Recovered) -> Self {
         let log = Self {
             commit: Some(GroupCommit::default()),
@@ -176,40 +267,51 @@ impl PartitionLog {
         };
         {
             let mut state = log.state.lock();
-            for (header, stored) in recovered.batches {
-                if header.producer_id >= 0 {
+            for (header, stored, marker) in recovered.batches {
+                if header.producer_id >= 0 && !header.is_control() {
                     state.sequences.record(&header, header.base_offset);
                 }
+                state.index_transaction(&header, header.base_offset, marker);
                 let len = header.total_len() as usize;
-                state.bytes += len;
-                state.batches.push_back(IndexedBatch {
-                    base_offset: header.base_offset,
-                    last_offset: header.last_offset(),
-                    max_timestamp: header.max_timestamp,
-                    len,
-                    stored,
-                });
+                state.push(&header, header.base_offset, len, stored);
             }
             state.start = recovered.start;
             state.end = recovered.end;
             state.disk = Some(Box::new(recovered.disk));
+            if let Some(txns) = &mut state.txns {
+                txns.forget_below(recovered.start);
+            }
         }
         log
     }
 
     pub fn offsets(&self) -> LogOffsets {
-        let state = self.state.lock();
-        LogOffsets {
-            start: state.start,
-            end: state.end,
+        self.state.lock().offsets()
+    }
+
+    /// Applies the topic's configs (at creation, at recovery, after an alteration): retention
+    /// by size at once, the rest from the next append or background pass on.
+    pub fn set_policy(&self, policy: LogPolicy) {
+        self.compacted.store(policy.compact, Ordering::Relaxed);
+        let mut state = self.state.lock();
+        state.policy = policy;
+        state.apply_retention_bytes();
+    }
+
+    /// The topic's segment size changed: the next segment rolls by it (a log on disk only).
+    pub fn set_segment_bytes(&self, bytes: u64) {
+        if let Some(disk) = &mut self.state.lock().disk {
+            disk.set_segment_bytes(bytes);
         }
     }
 
-    /// Sets Kafka's `retention.bytes` (`None`: keep everything) and applies it at once.
-    pub fn set_retention_bytes(&self, bytes: Option<usize>) {
-        let mut state = self.state.lock();
-        state.retention_bytes = bytes;
-        state.apply_retention();
+    pub fn policy(&self) -> LogPolicy {
+        self.state.lock().policy
+    }
+
+    /// True when the topic is compacted: records need keys.
+    pub fn is_compacted(&self) -> bool {
+        self.compacted.load(Ordering::Relaxed)
     }
 
     /// Bytes stored in this partition.
@@ -228,11 +330,12 @@ impl PartitionLog {
     /// this returns; [`flush`](Self::flush) waits until it is on disk.
     pub fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<Appended, ResponseError> {
         let mut data = BytesMut::from(batch);
+        let mut header = *header;
         let idempotent = header.producer_id >= 0;
-        let base_offset = {
+        let appended = {
             let mut state = self.state.lock();
             if idempotent {
-                if let SequenceVerdict::Duplicate { base_offset } = state.sequences.check(header)? {
+                if let SequenceVerdict::Duplicate { base_offset } = state.sequences.check(&header)? {
                     state.duplicates_absorbed += 1;
                     debug!(
                         producer_id = header.producer_id,
@@ -241,44 +344,55 @@ impl PartitionLog {
                         base_offset,
                         "duplicate batch absorbed"
                     );
-                    return Ok(Appended::Duplicate(base_offset));
+                    return Ok(Appended {
+                        base_offset,
+                        duplicate: true,
+                        log_append_time: -1,
+                    });
                 }
             }
-            let base_offset = state.end;
-            set_base_offset(&mut data, base_offset);
-            let len = data.len();
-            let stored = match &mut state.disk {
-                Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
-                // Written before it is visible: nothing a fetch returned can vanish when the
-                // process dies (the kernel has it; acks=all also waits for the disk).
-                Some(disk) => match disk.append(&data, base_offset) {
-                    Ok(stored) => stored,
-                    Err(e) => {
-                        tracing::error!("partition write failed, no more appends: {e}");
-                        disk.failed = true;
-                        return Err(ResponseError::KafkaStorageError);
-                    }
-                },
-                None => Stored::Memory(data.freeze()),
-            };
-            let last_offset = base_offset + header.last_offset_delta as i64;
-            state.bytes += len;
-            state.batches.push_back(IndexedBatch {
-                base_offset,
-                last_offset,
-                max_timestamp: header.max_timestamp,
-                len,
-                stored,
-            });
-            state.end = last_offset + 1;
-            state.apply_retention();
-            if idempotent {
-                state.sequences.record(header, base_offset);
+            let mut log_append_time = -1;
+            if state.policy.log_append_time {
+                log_append_time = now_millis();
+                set_log_append_time(&mut data, log_append_time);
+                header.max_timestamp = log_append_time;
             }
-            base_offset
+            let base_offset = state.store(data, &header)?;
+            state.index_transaction(&header, base_offset, None);
+            state.apply_retention_bytes();
+            if idempotent {
+                state.sequences.record(&header, base_offset);
+            }
+            Appended {
+                base_offset,
+                duplicate: false,
+                log_append_time,
+            }
         };
         self.appended.notify_waiters();
-        Ok(Appended::New(base_offset))
+        Ok(appended)
+    }
+
+    /// Writes the marker that ends `producer_id`'s transaction here (at `epoch`, which may be
+    /// newer than its batches' when the coordinator fenced it) and returns its offset.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        marker: Marker,
+        coordinator_epoch: i32,
+    ) -> Result<i64, ResponseError> {
+        let data = marker_batch(producer_id, epoch, marker, coordinator_epoch, now_millis());
+        let header = BatchHeader::parse(&data).map_err(|_| ResponseError::UnknownServerError)?;
+        let offset = {
+            let mut state = self.state.lock();
+            let offset = state.store(data, &header)?;
+            state.index_transaction(&header, offset, Some(marker));
+            state.apply_retention_bytes();
+            offset
+        };
+        self.appended.notify_waiters();
+        Ok(offset)
     }
 
     /// Returns once everything appended so far is on disk (at once without a data directory).
@@ -322,27 +436,38 @@ impl PartitionLog {
 
     /// Whole stored batches starting with the one that holds `offset`, up to `max_bytes`; with
     /// `at_least_one`, the first batch even when it is larger (KIP-74: a batch above the limit
-    /// must still make progress).
+    /// must still make progress). read_committed stops at the last stable offset and lists the
+    /// aborted transactions among what it returns.
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         at_least_one: bool,
+        isolation: Isolation,
     ) -> Result<ReadResult, OffsetOutOfRange> {
-        let (picked, offsets) = {
+        let (picked, offsets, aborted) = {
             let state = self.state.lock();
-            let offsets = LogOffsets {
-                start: state.start,
-                end: state.end,
+            let offsets = state.offsets();
+            let upto = match isolation {
+                Isolation::ReadUncommitted => offsets.end,
+                Isolation::ReadCommitted => offsets.stable,
             };
-            (
-                pick(&state, offset, max_bytes, at_least_one, offsets)?,
-                offsets,
-            )
+            let (picked, next) = pick(&state, offset, upto, max_bytes, at_least_one, offsets)?;
+            let aborted = match (&state.txns, isolation) {
+                (Some(txns), Isolation::ReadCommitted) if !picked.is_empty() => {
+                    txns.aborted_between(offset, next)
+                }
+                _ => Vec::new(),
+            };
+            (picked, offsets, aborted)
         };
         // Read outside the lock: a fetch reading a file never holds up a produce.
         match stored::load(&picked) {
-            Ok(records) => Ok(ReadResult { records, offsets }),
+            Ok(records) => Ok(ReadResult {
+                records,
+                offsets,
+                aborted,
+            }),
             Err(e) => {
                 // Retention deleted the segment between the look-up and the read: the offset
                 // is now before the log start, as the consumer learns.
@@ -385,14 +510,16 @@ impl PartitionLog {
     }
 }
 
-/// The batches a read returns, with their lengths and where they are.
+/// The batches a read returns (those below `upto`), with their lengths and where they are, and
+/// the offset after the last one.
 fn pick(
     state: &LogState,
     offset: i64,
+    upto: i64,
     max_bytes: usize,
     at_least_one: bool,
     offsets: LogOffsets,
-) -> Result<Vec<(usize, Stored)>, OffsetOutOfRange> {
+) -> Result<(Vec<(usize, Stored)>, i64), OffsetOutOfRange> {
     if offset < state.start || offset > state.end {
         return Err(OffsetOutOfRange {
             requested: offset,
@@ -402,14 +529,19 @@ fn pick(
     let first = state.batches.partition_point(|b| b.last_offset < offset);
     let mut picked = Vec::new();
     let mut size = 0;
+    let mut next = offset;
     for batch in state.batches.range(first..) {
+        if batch.base_offset >= upto {
+            break;
+        }
         if (!picked.is_empty() || !at_least_one) && size + batch.len > max_bytes {
             break;
         }
         size += batch.len;
+        next = batch.last_offset + 1;
         picked.push((batch.len, batch.stored.clone()));
     }
-    Ok(picked)
+    Ok((picked, next))
 }
 
 /// One indexed batch with its bytes; `None` (logged) when its file cannot be read.
@@ -457,6 +589,14 @@ pub(crate) mod tests {
         (bytes, header)
     }
 
+    /// Sets `retention.bytes` alone (`None`: keep everything), as a topic config would.
+    pub(crate) fn keep_bytes(log: &PartitionLog, bytes: Option<usize>) {
+        log.set_policy(LogPolicy {
+            retention_bytes: bytes,
+            ..LogPolicy::default()
+        });
+    }
+
     pub(crate) fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
         let (mut bytes, _) = batch(count, ts, filler);
         bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
@@ -471,8 +611,10 @@ pub(crate) mod tests {
         let (mut bytes, _) = batch(3, 10, 0);
         bytes[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id 5, epoch 0, sequence 0
         let header = BatchHeader::parse(&bytes).unwrap();
-        assert_eq!(log.append(&bytes, &header), Ok(Appended::New(2)));
-        assert_eq!(log.append(&bytes, &header), Ok(Appended::Duplicate(2)));
+        let first = log.append(&bytes, &header).unwrap();
+        assert_eq!((first.base_offset, first.duplicate), (2, false));
+        let again = log.append(&bytes, &header).unwrap();
+        assert_eq!((again.base_offset, again.duplicate), (2, true));
         assert_eq!(log.offsets().end, 5);
         assert_eq!(log.duplicates_absorbed(), 1);
     }
@@ -482,8 +624,8 @@ pub(crate) mod tests {
         let log = PartitionLog::new();
         assert_eq!(append(&log, 3, 10, 0), 0);
         assert_eq!(append(&log, 2, 20, 0), 3);
-        assert_eq!(log.offsets(), LogOffsets { start: 0, end: 5 });
-        let read = log.read(3, usize::MAX, true).unwrap();
+        assert_eq!(log.offsets(), LogOffsets { start: 0, stable: 5, end: 5 });
+        let read = log.read(3, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
         let header = BatchHeader::parse(&read.records[0]).unwrap();
         assert_eq!(header.base_offset, 3);
     }
@@ -494,7 +636,7 @@ pub(crate) mod tests {
         append(&log, 3, 10, 0);
         append(&log, 3, 20, 0);
         append(&log, 3, 30, 0);
-        let read = log.read(4, usize::MAX, true).unwrap();
+        let read = log.read(4, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
         let bases: Vec<i64> = read
             .records
             .iter()
@@ -502,7 +644,7 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(bases, vec![3, 6]);
         // The stored batches themselves, not copies.
-        let again = log.read(4, usize::MAX, true).unwrap();
+        let again = log.read(4, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
         assert_eq!(again.records[1].as_ptr(), read.records[1].as_ptr());
     }
 
@@ -511,23 +653,23 @@ pub(crate) mod tests {
         let log = PartitionLog::new();
         append(&log, 1, 10, 100);
         append(&log, 1, 10, 100);
-        let one = log.read(0, 10, true).unwrap().records;
+        let one = log.read(0, 10, true, Isolation::ReadUncommitted).unwrap().records;
         assert_eq!(one.len(), 1);
         let size = one[0].len();
         assert_eq!(size, protocol::batch::HEADER_LEN + 100);
-        assert!(log.read(0, 10, false).unwrap().records.is_empty());
-        assert_eq!(log.read(0, 2 * size, false).unwrap().records.len(), 2);
-        assert_eq!(log.read(0, 2 * size - 1, true).unwrap().records.len(), 1);
+        assert!(log.read(0, 10, false, Isolation::ReadUncommitted).unwrap().records.is_empty());
+        assert_eq!(log.read(0, 2 * size, false, Isolation::ReadUncommitted).unwrap().records.len(), 2);
+        assert_eq!(log.read(0, 2 * size - 1, true, Isolation::ReadUncommitted).unwrap().records.len(), 1);
     }
 
     #[test]
     fn reading_at_the_end_is_empty_and_past_it_is_out_of_range() {
         let log = PartitionLog::new();
         append(&log, 2, 10, 0);
-        assert!(log.read(2, 1000, true).unwrap().records.is_empty());
-        let err = log.read(3, 1000, true).unwrap_err();
-        assert_eq!(err.offsets, LogOffsets { start: 0, end: 2 });
-        assert!(log.read(-1, 1000, true).is_err());
+        assert!(log.read(2, 1000, true, Isolation::ReadUncommitted).unwrap().records.is_empty());
+        let err = log.read(3, 1000, true, Isolation::ReadUncommitted).unwrap_err();
+        assert_eq!(err.offsets, LogOffsets { start: 0, stable: 2, end: 2 });
+        assert!(log.read(-1, 1000, true, Isolation::ReadUncommitted).is_err());
     }
 
     #[test]
@@ -552,22 +694,22 @@ pub(crate) mod tests {
         assert_eq!(log.size_bytes(), 5 * size);
         // Room for two and a half batches: three stay, as Kafka keeps a segment until the log
         // holds retention.bytes without it.
-        log.set_retention_bytes(Some(2 * size + size / 2));
-        assert_eq!(log.offsets(), LogOffsets { start: 4, end: 10 });
+        keep_bytes(&log, Some(2 * size + size / 2));
+        assert_eq!(log.offsets(), LogOffsets { start: 4, stable: 10, end: 10 });
         assert_eq!(log.size_bytes(), 3 * size);
-        let err = log.read(3, usize::MAX, true).unwrap_err();
-        assert_eq!(err.offsets, LogOffsets { start: 4, end: 10 });
+        let err = log.read(3, usize::MAX, true, Isolation::ReadUncommitted).unwrap_err();
+        assert_eq!(err.offsets, LogOffsets { start: 4, stable: 10, end: 10 });
         assert_eq!(append(&log, 2, 10, 100), 10);
-        assert_eq!(log.offsets(), LogOffsets { start: 6, end: 12 });
-        let read = log.read(6, usize::MAX, true).unwrap();
+        assert_eq!(log.offsets(), LogOffsets { start: 6, stable: 12, end: 12 });
+        let read = log.read(6, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
         let stored: usize = read.records.iter().map(Bytes::len).sum();
         assert_eq!(stored, 3 * size);
         // A batch larger than the retention stays: the newest batch always does.
-        log.set_retention_bytes(Some(1));
-        assert_eq!(log.offsets(), LogOffsets { start: 10, end: 12 });
-        log.set_retention_bytes(None);
+        keep_bytes(&log, Some(1));
+        assert_eq!(log.offsets(), LogOffsets { start: 10, stable: 12, end: 12 });
+        keep_bytes(&log, None);
         append(&log, 2, 10, 100);
-        assert_eq!(log.offsets(), LogOffsets { start: 10, end: 14 });
+        assert_eq!(log.offsets(), LogOffsets { start: 10, stable: 14, end: 14 });
     }
 
     #[tokio::test]
