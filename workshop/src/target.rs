@@ -133,9 +133,25 @@ impl Cluster {
     /// Creates the topic the lab calls `base` (see [`name`](Self::name)); it is deleted by
     /// [`close`](Self::close). Returns the name used.
     pub async fn create_topic(&self, base: &str, partitions: i32) -> Result<String, LabError> {
+        self.create_topic_with(base, partitions, &[]).await
+    }
+
+    /// [`create_topic`](Self::create_topic) with topic configs, as `kafka-topics.sh --config`
+    /// gives them (`cleanup.policy=compact`, ...).
+    pub async fn create_topic_with(
+        &self,
+        base: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> Result<String, LabError> {
         let name = self.name(base);
+        let mut topic = NewTopic::new(name.clone(), partitions);
+        topic.configs = configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         self.admin
-            .create_topic(&NewTopic::new(name.clone(), partitions))
+            .create_topic(&topic)
             .await
             .map_err(|e| broker_error(&format!("creating topic {name}"), &e))?;
         lock(&self.topics).push(name.clone());

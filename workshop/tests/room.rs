@@ -351,6 +351,76 @@ fn rehash_in_front_of_a_room_seed_7() {
     lab("rehash", "7", rehash_agrees);
 }
 
+/// Each run's counts, as the figures have them.
+fn migrate_agrees(prose: &str, f: &Value) {
+    let t = &f["hot_tenant"];
+    assert_says(
+        "migrate",
+        prose,
+        &[
+            format!("{} of {} users move", u(&f["moved_users"]), u(&f["users"])),
+            format!(
+                "{} reads missed acknowledged writes; {} users appeared missing",
+                u(&f["missed_reads_routers_only"]),
+                u(&f["users_missing_routers_only"])
+            ),
+            format!(
+                "{} writes to B in that time never reached D",
+                u(&f["lost_writes_copy_once"])
+            ),
+            format!(
+                "B's changelog holds {} writes to (20, 40] tagged version 7 after the handover",
+                u(&f["writes_since_handover_unfenced"])
+            ),
+            format!(
+                "{} records replayed (a second replay of all {} changed {} rows)",
+                u(&f["replayed_records"]),
+                u(&f["replayed_twice"]),
+                u(&f["replay_twice_changes"])
+            ),
+            format!(
+                "blocked {} ms, {} held meanwhile",
+                u(&f["write_block_ms"]),
+                u(&f["held_writes"])
+            ),
+            format!(
+                "{} writes lost, {} reads missed, {} duplicated",
+                u(&f["lost_writes_protocol"]),
+                u(&f["missed_reads_protocol"]),
+                u(&f["duplicated_effects_protocol"])
+            ),
+            format!(
+                "with the {} records of its changelog",
+                u(&f["restored_records"])
+            ),
+            format!(
+                "{} records D already had were skipped",
+                u(&f["skipped_already_applied"])
+            ),
+            format!(
+                "The backfill copied {} rows in {} ms",
+                u(&t["backfill_rows"]),
+                u(&t["backfill_ms"])
+            ),
+            format!(
+                "{} orders diverged without idempotency keys, {} with them",
+                u(&t["divergent_orders_naive"]),
+                u(&t["divergent_orders_keyed"])
+            ),
+        ],
+    );
+}
+
+#[test]
+fn migrate_in_front_of_a_room() {
+    lab("migrate", "5", migrate_agrees);
+}
+
+#[test]
+fn migrate_in_front_of_a_room_seed_7() {
+    lab("migrate", "7", migrate_agrees);
+}
+
 #[test]
 fn hot_tenant_models_fit_a_projector_too() {
     for mode in ["--model", "--steps"] {

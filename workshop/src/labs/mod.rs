@@ -5,6 +5,7 @@
 
 pub mod hot_tenant;
 pub mod idempotence;
+pub mod migrate;
 pub mod partitions;
 pub mod rebalance;
 pub mod rehash;
@@ -18,4 +19,5 @@ pub const LABS: &[LabEntry] = &[
     LabEntry::of::<hot_tenant::HotTenant>(),
     LabEntry::of::<idempotence::Idempotence>(),
     LabEntry::of::<rebalance::Rebalance>(),
+    LabEntry::of::<migrate::Migrate>(),
 ];

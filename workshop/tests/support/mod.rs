@@ -72,5 +72,20 @@ impl Drop for BrokerProcess {
     }
 }
 
+/// The topics and consumer groups on the broker at `addr`: what a lab run with `--bootstrap`
+/// left behind, which should be nothing.
+pub fn leftovers(addr: &str) -> (Vec<String>, Vec<client::admin::GroupListing>) {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let kafka = client::Client::connect(client::ClientConfig::new(addr))
+            .await
+            .unwrap();
+        let admin = client::Admin::new(kafka);
+        (
+            admin.list_topics().await.unwrap(),
+            admin.list_groups(&[]).await.unwrap(),
+        )
+    })
+}
+
 /// The workspace's binaries (`broker`, `client`), built once by cargo.
 pub use ::tests::workspace_binary;

@@ -1,0 +1,351 @@
+//! The profile service's instances as a real consumer group on the commands topic: one member
+//! per partition, each with its own client, as separate service instances run. Members poll on
+//! their own; the lab takes each command from the member that fetched it when the timeline
+//! reaches it, and commits through that member what has been handled.
+//!
+//! Commands are produced once per traffic ([`produce`]) and read by every run's own group from
+//! the beginning, so every run sees the same commands at the same offsets.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use client::{
+    Client, ClientConfig, ConsumerConfig, GroupConfig, GroupConsumer, OffsetReset, Producer,
+    ProducerConfig, ProducerRecord, Record, TopicPartition,
+};
+use serde::{Deserialize, Serialize};
+use tokio::runtime::Runtime;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use crate::lab::LabError;
+use crate::labs::migrate::engine::keys::{CommandId, LabTime, RowKey};
+use crate::labs::migrate::engine::ledger::Source;
+use crate::labs::migrate::engine::store::{Command, Op};
+use crate::labs::migrate::scenario::Feed;
+use crate::target::broker_error;
+
+/// How long the lab waits for the group to form, or for a member to fetch what it needs.
+const WAIT: Duration = Duration::from_secs(60);
+/// Members learn of rebalances from heartbeats: often, so the group forms quickly.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A command as its record's value carries it (the key is the row key).
+#[derive(Debug, Serialize, Deserialize)]
+struct Value {
+    id: CommandId,
+    at: LabTime,
+    op: Op,
+}
+
+/// Where each command was written: partition and offset, in the order of the traffic.
+pub type Placed = Vec<(CommandId, Source)>;
+
+/// Writes `commands` to `topic`, keyed by row key (Kafka's partitioner picks the partition).
+pub async fn produce(
+    client: &Client,
+    topic: &str,
+    commands: &[Command],
+) -> Result<Placed, LabError> {
+    let what = format!("producing the commands to {topic}");
+    let producer = Producer::new(client.clone(), ProducerConfig::default())
+        .map_err(|e| broker_error(&what, &e))?;
+    let mut pending = Vec::with_capacity(commands.len());
+    for cmd in commands {
+        let key = cmd.key.to_string();
+        let value = serde_json::to_vec(&Value {
+            id: cmd.id,
+            at: cmd.at,
+            op: cmd.op.clone(),
+        })
+        .map_err(|e| LabError::Internal(format!("encoding {}: {e}", cmd.id)))?;
+        let record = ProducerRecord::new(topic).key(&key).value(&value);
+        let delivery = producer
+            .send(record)
+            .await
+            .map_err(|e| broker_error(&what, &e))?;
+        pending.push((cmd.id, delivery));
+    }
+    let mut placed = Vec::with_capacity(pending.len());
+    for (id, delivery) in pending {
+        let sent = delivery.wait().await.map_err(|e| broker_error(&what, &e))?;
+        placed.push((
+            id,
+            Source {
+                partition: sent.partition,
+                offset: sent.offset,
+            },
+        ));
+    }
+    producer.close().await;
+    Ok(placed)
+}
+
+fn decode(record: &Record) -> Result<Command, String> {
+    let key = std::str::from_utf8(record.key.as_deref().unwrap_or_default())
+        .map_err(|_| "a key that is not UTF-8".to_string())?;
+    let key: RowKey = key.parse()?;
+    let value: Value = serde_json::from_slice(record.value.as_deref().unwrap_or_default())
+        .map_err(|e| format!("not a command: {e}"))?;
+    Ok(Command {
+        id: value.id,
+        key,
+        op: value.op,
+        at: value.at,
+    })
+}
+
+/// What the members show the lab.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Each member's partitions and generation, once it has joined.
+    owned: Vec<(Vec<i32>, i32)>,
+    fetched: BTreeMap<(i32, i64), Result<Command, String>>,
+    failed: Option<String>,
+}
+
+enum Order {
+    Commit(BTreeMap<TopicPartition, i64>),
+    Leave,
+}
+
+/// The service's consumer group, feeding a run its commands.
+pub struct Service<'r> {
+    rt: &'r Runtime,
+    topic: String,
+    group: String,
+    shared: Arc<Mutex<Shared>>,
+    changed: Arc<Notify>,
+    orders: Vec<mpsc::UnboundedSender<Order>>,
+    tasks: Vec<JoinHandle<()>>,
+    /// The commands in arrival order and where each is; the next one to hand out.
+    placed: Placed,
+    arrival: BTreeMap<CommandId, LabTime>,
+    next: usize,
+}
+
+impl<'r> Service<'r> {
+    /// Starts `members` members of `group` on `topic` and waits until each owns one
+    /// partition. `placed` is where the traffic's commands were written; `arrival` when
+    /// each arrives.
+    pub fn start(
+        rt: &'r Runtime,
+        config: &ClientConfig,
+        group: &str,
+        topic: &str,
+        members: usize,
+        placed: Placed,
+        arrival: BTreeMap<CommandId, LabTime>,
+    ) -> Result<Self, LabError> {
+        let shared = Arc::new(Mutex::new(Shared {
+            owned: vec![(Vec::new(), -1); members],
+            ..Shared::default()
+        }));
+        let changed = Arc::new(Notify::new());
+        let mut orders = Vec::new();
+        let mut tasks = Vec::new();
+        // Each member's heartbeat runs on the lab's runtime.
+        let _runtime = rt.enter();
+        for i in 0..members {
+            let mut member = config.clone();
+            member.client_id = format!("{}-{}", config.client_id, i + 1);
+            let client = rt
+                .block_on(Client::connect(member))
+                .map_err(|e| broker_error("connecting a service instance", &e))?;
+            let mut consumer = GroupConsumer::new(client, group_config(group))
+                .map_err(|e| broker_error("creating a group member", &e))?;
+            consumer
+                .subscribe([topic])
+                .map_err(|e| broker_error("subscribing", &e))?;
+            let (tx, rx) = mpsc::unbounded_channel();
+            orders.push(tx);
+            let (shared, changed) = (Arc::clone(&shared), Arc::clone(&changed));
+            tasks.push(rt.spawn(member_loop(i, consumer, rx, shared, changed)));
+        }
+        let service = Service {
+            rt,
+            topic: topic.to_string(),
+            group: group.to_string(),
+            shared,
+            changed,
+            orders,
+            tasks,
+            placed,
+            arrival,
+            next: 0,
+        };
+        let partitions = members as i32;
+        service.wait("forming", |s| {
+            let generations: Vec<i32> = s.owned.iter().map(|(_, g)| *g).collect();
+            let mut all: Vec<i32> = s.owned.iter().flat_map(|(p, _)| p.clone()).collect();
+            all.sort_unstable();
+            let one_each = s.owned.iter().all(|(p, _)| p.len() == 1);
+            let one_generation = generations.windows(2).all(|w| w[0] == w[1]);
+            (one_each && one_generation && all == (0..partitions).collect::<Vec<_>>()).then_some(())
+        })?;
+        Ok(service)
+    }
+
+    /// The members leave the group (so that it can be deleted), and their tasks end.
+    pub fn leave(self) {
+        for tx in &self.orders {
+            let _ = tx.send(Order::Leave);
+        }
+        for task in self.tasks {
+            let _ = self.rt.block_on(task);
+        }
+    }
+
+    fn wait<T>(
+        &self,
+        what: &str,
+        mut ready: impl FnMut(&mut Shared) -> Option<T>,
+    ) -> Result<T, LabError> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        self.rt.block_on(async {
+            loop {
+                let changed = self.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                {
+                    let mut shared = lock(&self.shared);
+                    if let Some(failed) = &shared.failed {
+                        return Err(LabError::Broker(format!(
+                            "group {} {what}: a member stopped: {failed}",
+                            self.group
+                        )));
+                    }
+                    if let Some(found) = ready(&mut shared) {
+                        return Ok(found);
+                    }
+                }
+                if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                    return Err(LabError::Broker(format!(
+                        "group {} {what} on {} did not happen within {} s",
+                        self.group,
+                        self.topic,
+                        WAIT.as_secs()
+                    )));
+                }
+            }
+        })
+    }
+}
+
+impl Feed for Service<'_> {
+    fn due(&mut self, now: LabTime) -> Result<Vec<(Command, Option<Source>)>, LabError> {
+        let mut due = Vec::new();
+        while let Some(&(id, source)) = self.placed.get(self.next) {
+            if self.arrival.get(&id).is_some_and(|at| *at > now) {
+                break;
+            }
+            self.next += 1;
+            let fetched = self.wait("fetching its commands", |s| {
+                s.fetched.remove(&(source.partition, source.offset))
+            })?;
+            let cmd = fetched.map_err(|e| {
+                LabError::Broker(format!(
+                    "{}-{} at offset {}: {e}",
+                    self.topic, source.partition, source.offset
+                ))
+            })?;
+            if cmd.id != id {
+                return Err(LabError::Broker(format!(
+                    "{}-{} at offset {} holds {}, where {id} was written",
+                    self.topic, source.partition, source.offset, cmd.id
+                )));
+            }
+            due.push((cmd, Some(source)));
+        }
+        Ok(due)
+    }
+
+    fn commit(&mut self, upto: &BTreeMap<i32, i64>) -> Result<(), LabError> {
+        let shared = lock(&self.shared);
+        for (member, (partitions, _)) in shared.owned.iter().enumerate() {
+            let offsets: BTreeMap<TopicPartition, i64> = partitions
+                .iter()
+                .filter_map(|p| {
+                    upto.get(p)
+                        .map(|o| (TopicPartition::new(&self.topic, *p), *o))
+                })
+                .collect();
+            if !offsets.is_empty() {
+                let _ = self.orders[member].send(Order::Commit(offsets));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kafka's defaults, except: the lab commits what it handled (never what was only fetched);
+/// a new group starts at the beginning of the topic; frequent heartbeats (see above).
+fn group_config(group: &str) -> GroupConfig {
+    let mut config = GroupConfig::new(group);
+    config.auto_commit = false;
+    config.heartbeat_interval = HEARTBEAT_INTERVAL;
+    config.consumer = ConsumerConfig {
+        max_wait: Duration::from_millis(50),
+        auto_offset_reset: OffsetReset::Earliest,
+        ..ConsumerConfig::default()
+    };
+    config
+}
+
+async fn member_loop(
+    index: usize,
+    mut consumer: GroupConsumer,
+    mut orders: mpsc::UnboundedReceiver<Order>,
+    shared: Arc<Mutex<Shared>>,
+    changed: Arc<Notify>,
+) {
+    loop {
+        while let Ok(order) = orders.try_recv() {
+            match order {
+                Order::Commit(offsets) => {
+                    if let Err(e) = consumer.commit_offsets_sync(offsets).await {
+                        tracing::warn!(%e, "a service instance could not commit");
+                    }
+                }
+                Order::Leave => {
+                    if let Err(e) = consumer.close().await {
+                        tracing::warn!(%e, "a service instance leaving its group");
+                    }
+                    return;
+                }
+            }
+        }
+        let polled = consumer.poll().await;
+        {
+            let mut shared = lock(&shared);
+            match polled {
+                Ok(parts) => {
+                    let partitions = consumer
+                        .assignment()
+                        .iter()
+                        .map(|tp| tp.partition)
+                        .collect();
+                    shared.owned[index] = (partitions, consumer.generation().id);
+                    for part in parts {
+                        for record in &part.records {
+                            let key = (part.partition, record.offset);
+                            shared.fetched.insert(key, decode(record));
+                        }
+                    }
+                }
+                Err(e) => shared.failed = Some(e.to_string()),
+            }
+        }
+        changed.notify_waiters();
+        if lock(&shared).failed.is_some() {
+            return;
+        }
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
