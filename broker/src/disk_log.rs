@@ -146,11 +146,14 @@ impl DiskLog {
         let mut segments = VecDeque::new();
         let mut next_offset = 0;
         let mut damaged_active = false;
+        // A cleaned segment may end before the next one starts: the cleaner removed its last
+        // records. Only after an uncleaned one is a gap data gone missing.
+        let mut previous_cleaned = false;
         let count = files.len();
         for (i, (base_offset, generation, path)) in files.into_iter().enumerate() {
             // Read whole for the scan, then dropped: only the index stays in memory.
             let content = std::fs::read(&path)?;
-            if i > 0 && base_offset > next_offset {
+            if i > 0 && base_offset > next_offset && !previous_cleaned {
                 error!(
                     file = %path.display(),
                     missing = ?(next_offset..base_offset),
@@ -160,13 +163,8 @@ impl DiskLog {
             }
             next_offset = next_offset.max(base_offset);
             let scanned = scan(&content, next_offset);
-            let mut segment = Segment::existing(
-                pool,
-                &path,
-                base_offset,
-                content.len() as u64,
-                generation,
-            );
+            let mut segment =
+                Segment::existing(pool, &path, base_offset, content.len() as u64, generation);
             let last = i + 1 == count;
             for range in &scanned.damaged {
                 error!(
@@ -213,9 +211,12 @@ impl DiskLog {
                 (header, Stored::File { slot, position }, marker)
             }));
             segments.push_back(segment);
+            previous_cleaned = generation > 0;
         }
         let first = segments.front().map_or(0, |s| s.base_offset);
-        let start = recorded_start.map_or(first, |s| s.max(first)).min(next_offset);
+        let start = recorded_start
+            .map_or(first, |s| s.max(first))
+            .min(next_offset);
         let total = segments.iter().map(|s| s.size).sum();
         let mut disk = Self {
             dir: dir.to_path_buf(),
@@ -388,8 +389,10 @@ impl DiskLog {
         };
         let old = std::mem::replace(&mut self.segments[at], cleaned);
         self.total = self.total - old.size + self.segments[at].size;
-        self.doomed
-            .push((old.slot.path().to_path_buf(), now_ms.saturating_add(delay_ms)));
+        self.doomed.push((
+            old.slot.path().to_path_buf(),
+            now_ms.saturating_add(delay_ms),
+        ));
         true
     }
 
@@ -432,8 +435,14 @@ mod tests {
         assert_eq!(log.resident_bytes(), 0);
         assert_eq!(memory.resident_bytes(), 10 * size);
         // Across segment boundaries, the bytes are the ones the memory log holds.
-        let from_disk = log.read(5, usize::MAX, true, Isolation::ReadUncommitted).unwrap().records;
-        let from_memory = memory.read(5, usize::MAX, true, Isolation::ReadUncommitted).unwrap().records;
+        let from_disk = log
+            .read(5, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .records;
+        let from_memory = memory
+            .read(5, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .records;
         assert_eq!(from_disk.len(), 8);
         assert_eq!(from_disk, from_memory);
         assert_eq!(log.first_batch_at_or_after(35).unwrap().base_offset, 8);

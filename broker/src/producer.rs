@@ -321,7 +321,10 @@ mod tests {
     fn a_marker_with_a_newer_epoch_fences_the_older_one() {
         let mut window = window_with(2);
         window.marker(7, 0);
-        assert_eq!(window.check(&header(7, 0, 4, 1)), Ok(SequenceVerdict::Append));
+        assert_eq!(
+            window.check(&header(7, 0, 4, 1)),
+            Ok(SequenceVerdict::Append)
+        );
         window.marker(7, 1);
         assert_eq!(
             window.check(&header(7, 0, 4, 1)),

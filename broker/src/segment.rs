@@ -272,7 +272,10 @@ mod tests {
     #[test]
     fn segment_names_sort_as_offsets() {
         assert_eq!(file_name(3, 42), "3-00000000000000000042.log");
-        assert_eq!(parse_file_name("3-00000000000000000042.log"), Some((3, 42, 0)));
+        assert_eq!(
+            parse_file_name("3-00000000000000000042.log"),
+            Some((3, 42, 0))
+        );
         assert_eq!(
             generation_file_name(3, 42, 2),
             "3-00000000000000000042.2.log"

@@ -106,6 +106,7 @@ impl Broker {
             }
             None => None,
         };
+        crate::log_tasks::spawn(state.clone(), shutdown.clone(), &tasks);
         let serving = state.clone();
         let stop = shutdown.clone();
         tasks.spawn(accept_loop(
@@ -150,6 +151,14 @@ impl Broker {
     #[doc(hidden)]
     pub fn state(&self) -> &BrokerState {
         &self.state
+    }
+
+    /// `retention.ms` and one log cleaner pass, at once, as the background tasks run them every
+    /// interval: for tests that assert what they leave.
+    #[doc(hidden)]
+    pub fn maintain_logs(&self, now_ms: i64) -> (usize, crate::log::cleaner::CleanStats) {
+        let expired = crate::log_tasks::expire_all(&self.state, now_ms);
+        (expired, crate::log_tasks::clean_all(&self.state, now_ms))
     }
 
     /// One request frame (without its size prefix) through the handlers as a connection passes

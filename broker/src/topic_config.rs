@@ -61,7 +61,11 @@ enum Valid {
     /// Every element of the list is one of these.
     ListOf(&'static [&'static str]),
     /// A compression level: `min..=max`, or `also` (gzip's -1, "the codec's default").
-    Level { min: i64, max: i64, also: Option<i64> },
+    Level {
+        min: i64,
+        max: i64,
+        also: Option<i64>,
+    },
     /// `leader/follower.replication.throttled.replicas`: `*`, or `partition:broker` pairs.
     ThrottledReplicas,
 }
@@ -158,11 +162,21 @@ pub static DEFS: &[Def] = &[
         },
     ),
     with_synonym(
-        def(DELETE_RETENTION_MS, Kind::Long, "86400000", Valid::AtLeast(0)),
+        def(
+            DELETE_RETENTION_MS,
+            Kind::Long,
+            "86400000",
+            Valid::AtLeast(0),
+        ),
         "log.cleaner.delete.retention.ms",
     ),
     with_synonym(
-        def("file.delete.delay.ms", Kind::Long, "60000", Valid::AtLeast(0)),
+        def(
+            "file.delete.delay.ms",
+            Kind::Long,
+            "60000",
+            Valid::AtLeast(0),
+        ),
         "log.segment.delete.delay.ms",
     ),
     with_synonym(
@@ -194,7 +208,12 @@ pub static DEFS: &[Def] = &[
         Valid::ThrottledReplicas,
     ),
     with_synonym(
-        def("local.retention.bytes", Kind::Long, "-2", Valid::AtLeast(-2)),
+        def(
+            "local.retention.bytes",
+            Kind::Long,
+            "-2",
+            Valid::AtLeast(-2),
+        ),
         "log.local.retention.bytes",
     ),
     with_synonym(
@@ -202,7 +221,12 @@ pub static DEFS: &[Def] = &[
         "log.local.retention.ms",
     ),
     with_synonym(
-        def(MAX_COMPACTION_LAG_MS, Kind::Long, LONG_MAX, Valid::AtLeast(1)),
+        def(
+            MAX_COMPACTION_LAG_MS,
+            Kind::Long,
+            LONG_MAX,
+            Valid::AtLeast(1),
+        ),
         "log.cleaner.max.compaction.lag.ms",
     ),
     with_synonym(
@@ -257,7 +281,12 @@ pub static DEFS: &[Def] = &[
         def("preallocate", Kind::Boolean, "false", Valid::Any),
         "log.preallocate",
     ),
-    def("remote.log.copy.disable", Kind::Boolean, "false", Valid::Any),
+    def(
+        "remote.log.copy.disable",
+        Kind::Boolean,
+        "false",
+        Valid::Any,
+    ),
     def(
         "remote.log.delete.on.disable",
         Kind::Boolean,
@@ -274,11 +303,21 @@ pub static DEFS: &[Def] = &[
         "log.retention.ms",
     ),
     with_synonym(
-        def(SEGMENT_BYTES, Kind::Int, "1073741824", Valid::AtLeast(1 << 20)),
+        def(
+            SEGMENT_BYTES,
+            Kind::Int,
+            "1073741824",
+            Valid::AtLeast(1 << 20),
+        ),
         "log.segment.bytes",
     ),
     with_synonym(
-        def("segment.index.bytes", Kind::Int, "10485760", Valid::AtLeast(4)),
+        def(
+            "segment.index.bytes",
+            Kind::Int,
+            "10485760",
+            Valid::AtLeast(4),
+        ),
         "log.index.size.max.bytes",
     ),
     with_synonym(
@@ -350,7 +389,11 @@ pub fn check_value(def: &Def, value: &str) -> Result<(), TopicError> {
             let n = number(value)?;
             match def.valid {
                 Valid::AtLeast(min) if n < min => {
-                    return Err(refused(def, value, &format!("Value must be at least {min}")));
+                    return Err(refused(
+                        def,
+                        value,
+                        &format!("Value must be at least {min}"),
+                    ));
                 }
                 Valid::Level { min, max, also } if also != Some(n) && !(min..=max).contains(&n) => {
                     let or = also.map_or(String::new(), |a| format!(", or {a}"));
@@ -369,7 +412,11 @@ pub fn check_value(def: &Def, value: &str) -> Result<(), TopicError> {
                 .map_err(|_| refused(def, value, "Not a number of type DOUBLE"))?;
             if let Valid::Between(min, max) = def.valid {
                 if x < min {
-                    return Err(refused(def, value, &format!("Value must be at least {min:?}")));
+                    return Err(refused(
+                        def,
+                        value,
+                        &format!("Value must be at least {min:?}"),
+                    ));
                 }
                 if x > max {
                     return Err(refused(

@@ -481,10 +481,14 @@ mod tests {
         let topics = Topics::default();
         topics.create(new("orders", 2), false).unwrap();
         let compact = BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
-        topics.alter_configs("orders", compact.clone(), true).unwrap();
+        topics
+            .alter_configs("orders", compact.clone(), true)
+            .unwrap();
         let topic = topics.get("orders").unwrap();
         assert!(topic.configs().is_empty(), "validate_only");
-        topics.alter_configs("orders", compact.clone(), false).unwrap();
+        topics
+            .alter_configs("orders", compact.clone(), false)
+            .unwrap();
         assert_eq!(topic.configs(), compact);
         assert!(topic.partitions().iter().all(|p| p.is_compacted()));
         let bad = BTreeMap::from([("segment.ms".to_string(), "0".to_string())]);
@@ -494,7 +498,10 @@ mod tests {
         );
         assert_eq!(topic.configs(), compact);
         assert_eq!(
-            topics.alter_configs("nope", compact, false).unwrap_err().code,
+            topics
+                .alter_configs("nope", compact, false)
+                .unwrap_err()
+                .code,
             ResponseError::UnknownTopicOrPartition
         );
     }

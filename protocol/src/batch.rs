@@ -338,7 +338,10 @@ pub(crate) mod tests {
         set_log_append_time(&mut buf, 42_000);
         let header = validate_single_batch(&buf).unwrap();
         assert!(header.log_append_time());
-        assert_eq!((header.max_timestamp, header.base_timestamp), (42_000, 1_700_000_000_000));
+        assert_eq!(
+            (header.max_timestamp, header.base_timestamp),
+            (42_000, 1_700_000_000_000)
+        );
         let decoded = RecordBatchDecoder::decode(&mut buf.freeze()).unwrap();
         assert!(decoded
             .records

@@ -472,7 +472,11 @@ mod tests {
         for codec in CODECS {
             let batch = encoded(&[1, 2, 3], codec);
             let header = validate_single_batch(&batch).unwrap();
-            assert_eq!(check_records_keyed(&batch, &header, 1 << 20), Ok(true), "{codec:?}");
+            assert_eq!(
+                check_records_keyed(&batch, &header, 1 << 20),
+                Ok(true),
+                "{codec:?}"
+            );
         }
         let mut records: Vec<Record> = (0..3)
             .map(|i| test_record(i, 100 + i as i64, Bytes::from(vec![b'v'; i])))

@@ -46,9 +46,12 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::CreateTopics, 2, 2, 7),
     api(ApiKey::DeleteTopics, 1, 1, 5),
     api(ApiKey::DescribeConfigs, 1, 1, 4),
+    api(ApiKey::DeleteRecords, 0, 0, 2),
     api(ApiKey::InitProducerId, 0, 0, 4),
     api(ApiKey::CreatePartitions, 0, 0, 3),
     api(ApiKey::DeleteGroups, 0, 0, 2),
+    api(ApiKey::AlterConfigs, 0, 0, 2),
+    api(ApiKey::IncrementalAlterConfigs, 0, 0, 1),
 ];
 
 /// What the broker does with a request of this key and version.
@@ -104,9 +107,12 @@ pub fn request_versions(key: ApiKey) -> Option<VersionRange> {
         ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
         ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
         ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
+        ApiKey::DeleteRecords => DeleteRecordsRequest::VERSIONS,
         ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
         ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
         ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
+        ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,
+        ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
         _ => return None,
     })
 }

@@ -55,6 +55,42 @@ fn sample(key: ApiKey, version: i16) -> Option<RequestBody> {
                     .with_resource_name(StrBytes::from_static_str("1")),
             ]))
         }
+        ApiKey::AlterConfigs => {
+            RequestBody::AlterConfigs(AlterConfigsRequest::default().with_resources(vec![
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t")),
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("missing")),
+            ]))
+        }
+        ApiKey::IncrementalAlterConfigs => RequestBody::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_configs(vec![
+                        incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str("retention.ms"))
+                            .with_config_operation(1),
+                    ]),
+            ]),
+        ),
+        ApiKey::DeleteRecords => {
+            RequestBody::DeleteRecords(DeleteRecordsRequest::default().with_topics(vec![
+                delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(topic())
+                    .with_partitions(vec![
+                        delete_records_request::DeleteRecordsPartition::default()
+                            .with_partition_index(0)
+                            .with_offset(0),
+                        delete_records_request::DeleteRecordsPartition::default()
+                            .with_partition_index(9)
+                            .with_offset(0),
+                    ]),
+            ]))
+        }
         ApiKey::InitProducerId => RequestBody::InitProducerId(
             InitProducerIdRequest::default().with_transactional_id(None),
         ),
@@ -222,6 +258,9 @@ enum RequestBody {
     DeleteTopics(DeleteTopicsRequest),
     CreatePartitions(CreatePartitionsRequest),
     DescribeConfigs(DescribeConfigsRequest),
+    AlterConfigs(AlterConfigsRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    DeleteRecords(DeleteRecordsRequest),
     InitProducerId(InitProducerIdRequest),
     ListOffsets(ListOffsetsRequest),
     Produce(ProduceRequest),
@@ -236,6 +275,9 @@ async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
         RequestBody::DeleteTopics(r) => drop(client.call(&r, version).await),
         RequestBody::CreatePartitions(r) => drop(client.call(&r, version).await),
         RequestBody::DescribeConfigs(r) => drop(client.call(&r, version).await),
+        RequestBody::AlterConfigs(r) => drop(client.call(&r, version).await),
+        RequestBody::IncrementalAlterConfigs(r) => drop(client.call(&r, version).await),
+        RequestBody::DeleteRecords(r) => drop(client.call(&r, version).await),
         RequestBody::InitProducerId(r) => drop(client.call(&r, version).await),
         RequestBody::ListOffsets(r) => drop(client.call(&r, version).await),
         RequestBody::Produce(r) => drop(client.call(&r, version).await),

@@ -90,7 +90,8 @@ pub fn describe(
                                 };
                                 let mut e = entry(d.name, value, source, Some(d.kind));
                                 if request.include_synonyms {
-                                    e.synonyms = synonyms(d, set.get(d.name), &default, default_source);
+                                    e.synonyms =
+                                        synonyms(d, set.get(d.name), &default, default_source);
                                 }
                                 e
                             })
@@ -363,14 +364,37 @@ mod tests {
     #[test]
     fn incremental_operations_set_delete_append_and_subtract() {
         let mut configs = BTreeMap::new();
-        apply(&mut configs, "retention.ms".into(), OP_SET, Some("1000".into())).unwrap();
-        apply(&mut configs, "cleanup.policy".into(), OP_APPEND, Some("compact".into())).unwrap();
+        apply(
+            &mut configs,
+            "retention.ms".into(),
+            OP_SET,
+            Some("1000".into()),
+        )
+        .unwrap();
+        apply(
+            &mut configs,
+            "cleanup.policy".into(),
+            OP_APPEND,
+            Some("compact".into()),
+        )
+        .unwrap();
         assert_eq!(configs["cleanup.policy"], "delete,compact");
-        apply(&mut configs, "cleanup.policy".into(), OP_SUBTRACT, Some("delete".into())).unwrap();
+        apply(
+            &mut configs,
+            "cleanup.policy".into(),
+            OP_SUBTRACT,
+            Some("delete".into()),
+        )
+        .unwrap();
         assert_eq!(configs["cleanup.policy"], "compact");
         apply(&mut configs, "retention.ms".into(), OP_DELETE, None).unwrap();
         assert!(!configs.contains_key("retention.ms"));
-        let err = apply(&mut configs, "retention.ms".into(), OP_APPEND, Some("1".into()));
+        let err = apply(
+            &mut configs,
+            "retention.ms".into(),
+            OP_APPEND,
+            Some("1".into()),
+        );
         assert_eq!(
             err.unwrap_err().message,
             "Config value append is not allowed for config key: retention.ms"

@@ -7,6 +7,7 @@
 mod admin;
 mod api_versions;
 mod configs;
+mod delete_records;
 mod fetch;
 mod fetch_body;
 mod group_admin;
@@ -93,6 +94,9 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
         RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(configs::alter(state, r)),
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(state, r))
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(state, r))
         }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(state, r, version))

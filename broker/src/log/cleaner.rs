@@ -194,7 +194,10 @@ impl PartitionLog {
             let copy = match written {
                 Ok(copy) => copy,
                 Err(e) => {
-                    warn!(segment = segment.base_offset, "log cleaner: cannot write: {e}");
+                    warn!(
+                        segment = segment.base_offset,
+                        "log cleaner: cannot write: {e}"
+                    );
                     return;
                 }
             };
@@ -357,7 +360,8 @@ fn offset_map(
         used += cost;
         for slice in slices {
             let offset = header.base_offset + i64::from(slice.offset_delta);
-            let aborted = header.is_transactional() && is_aborted(aborted, header.producer_id, offset);
+            let aborted =
+                header.is_transactional() && is_aborted(aborted, header.producer_id, offset);
             if let (Some(key), false) = (slice.key, aborted) {
                 latest.insert(body[key].to_vec(), offset);
             }

@@ -164,7 +164,12 @@ impl LogState {
     }
 
     /// Takes a batch's transaction role into the index: data of an open transaction, or its end.
-    fn index_transaction(&mut self, header: &BatchHeader, base_offset: i64, marker: Option<Marker>) {
+    fn index_transaction(
+        &mut self,
+        header: &BatchHeader,
+        base_offset: i64,
+        marker: Option<Marker>,
+    ) {
         if !header.is_transactional() {
             return;
         }
@@ -335,7 +340,9 @@ impl PartitionLog {
         let appended = {
             let mut state = self.state.lock();
             if idempotent {
-                if let SequenceVerdict::Duplicate { base_offset } = state.sequences.check(&header)? {
+                if let SequenceVerdict::Duplicate { base_offset } =
+                    state.sequences.check(&header)?
+                {
                     state.duplicates_absorbed += 1;
                     debug!(
                         producer_id = header.producer_id,
@@ -408,7 +415,10 @@ impl PartitionLog {
             let disk = state.disk.as_ref().expect("a flushed log is on disk");
             disk.sync_point()
         };
-        let commit = self.commit.as_ref().expect("a log on disk has its group commit");
+        let commit = self
+            .commit
+            .as_ref()
+            .expect("a log on disk has its group commit");
         commit.wait(target, sync_point).await.map_err(|e| {
             tracing::error!("partition sync failed, no more appends: {e}");
             if let Some(disk) = &mut self.state.lock().disk {
@@ -624,8 +634,17 @@ pub(crate) mod tests {
         let log = PartitionLog::new();
         assert_eq!(append(&log, 3, 10, 0), 0);
         assert_eq!(append(&log, 2, 20, 0), 3);
-        assert_eq!(log.offsets(), LogOffsets { start: 0, stable: 5, end: 5 });
-        let read = log.read(3, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
+        assert_eq!(
+            log.offsets(),
+            LogOffsets {
+                start: 0,
+                stable: 5,
+                end: 5
+            }
+        );
+        let read = log
+            .read(3, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap();
         let header = BatchHeader::parse(&read.records[0]).unwrap();
         assert_eq!(header.base_offset, 3);
     }
@@ -636,7 +655,9 @@ pub(crate) mod tests {
         append(&log, 3, 10, 0);
         append(&log, 3, 20, 0);
         append(&log, 3, 30, 0);
-        let read = log.read(4, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
+        let read = log
+            .read(4, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap();
         let bases: Vec<i64> = read
             .records
             .iter()
@@ -644,7 +665,9 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(bases, vec![3, 6]);
         // The stored batches themselves, not copies.
-        let again = log.read(4, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
+        let again = log
+            .read(4, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap();
         assert_eq!(again.records[1].as_ptr(), read.records[1].as_ptr());
     }
 
@@ -653,23 +676,57 @@ pub(crate) mod tests {
         let log = PartitionLog::new();
         append(&log, 1, 10, 100);
         append(&log, 1, 10, 100);
-        let one = log.read(0, 10, true, Isolation::ReadUncommitted).unwrap().records;
+        let one = log
+            .read(0, 10, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .records;
         assert_eq!(one.len(), 1);
         let size = one[0].len();
         assert_eq!(size, protocol::batch::HEADER_LEN + 100);
-        assert!(log.read(0, 10, false, Isolation::ReadUncommitted).unwrap().records.is_empty());
-        assert_eq!(log.read(0, 2 * size, false, Isolation::ReadUncommitted).unwrap().records.len(), 2);
-        assert_eq!(log.read(0, 2 * size - 1, true, Isolation::ReadUncommitted).unwrap().records.len(), 1);
+        assert!(log
+            .read(0, 10, false, Isolation::ReadUncommitted)
+            .unwrap()
+            .records
+            .is_empty());
+        assert_eq!(
+            log.read(0, 2 * size, false, Isolation::ReadUncommitted)
+                .unwrap()
+                .records
+                .len(),
+            2
+        );
+        assert_eq!(
+            log.read(0, 2 * size - 1, true, Isolation::ReadUncommitted)
+                .unwrap()
+                .records
+                .len(),
+            1
+        );
     }
 
     #[test]
     fn reading_at_the_end_is_empty_and_past_it_is_out_of_range() {
         let log = PartitionLog::new();
         append(&log, 2, 10, 0);
-        assert!(log.read(2, 1000, true, Isolation::ReadUncommitted).unwrap().records.is_empty());
-        let err = log.read(3, 1000, true, Isolation::ReadUncommitted).unwrap_err();
-        assert_eq!(err.offsets, LogOffsets { start: 0, stable: 2, end: 2 });
-        assert!(log.read(-1, 1000, true, Isolation::ReadUncommitted).is_err());
+        assert!(log
+            .read(2, 1000, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .records
+            .is_empty());
+        let err = log
+            .read(3, 1000, true, Isolation::ReadUncommitted)
+            .unwrap_err();
+        assert_eq!(
+            err.offsets,
+            LogOffsets {
+                start: 0,
+                stable: 2,
+                end: 2
+            }
+        );
+        assert!(log
+            .read(-1, 1000, true, Isolation::ReadUncommitted)
+            .is_err());
     }
 
     #[test]
@@ -695,21 +752,60 @@ pub(crate) mod tests {
         // Room for two and a half batches: three stay, as Kafka keeps a segment until the log
         // holds retention.bytes without it.
         keep_bytes(&log, Some(2 * size + size / 2));
-        assert_eq!(log.offsets(), LogOffsets { start: 4, stable: 10, end: 10 });
+        assert_eq!(
+            log.offsets(),
+            LogOffsets {
+                start: 4,
+                stable: 10,
+                end: 10
+            }
+        );
         assert_eq!(log.size_bytes(), 3 * size);
-        let err = log.read(3, usize::MAX, true, Isolation::ReadUncommitted).unwrap_err();
-        assert_eq!(err.offsets, LogOffsets { start: 4, stable: 10, end: 10 });
+        let err = log
+            .read(3, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap_err();
+        assert_eq!(
+            err.offsets,
+            LogOffsets {
+                start: 4,
+                stable: 10,
+                end: 10
+            }
+        );
         assert_eq!(append(&log, 2, 10, 100), 10);
-        assert_eq!(log.offsets(), LogOffsets { start: 6, stable: 12, end: 12 });
-        let read = log.read(6, usize::MAX, true, Isolation::ReadUncommitted).unwrap();
+        assert_eq!(
+            log.offsets(),
+            LogOffsets {
+                start: 6,
+                stable: 12,
+                end: 12
+            }
+        );
+        let read = log
+            .read(6, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap();
         let stored: usize = read.records.iter().map(Bytes::len).sum();
         assert_eq!(stored, 3 * size);
         // A batch larger than the retention stays: the newest batch always does.
         keep_bytes(&log, Some(1));
-        assert_eq!(log.offsets(), LogOffsets { start: 10, stable: 12, end: 12 });
+        assert_eq!(
+            log.offsets(),
+            LogOffsets {
+                start: 10,
+                stable: 12,
+                end: 12
+            }
+        );
         keep_bytes(&log, None);
         append(&log, 2, 10, 100);
-        assert_eq!(log.offsets(), LogOffsets { start: 10, stable: 14, end: 14 });
+        assert_eq!(
+            log.offsets(),
+            LogOffsets {
+                start: 10,
+                stable: 14,
+                end: 14
+            }
+        );
     }
 
     #[tokio::test]

@@ -92,7 +92,11 @@ impl PartitionLog {
         }
         // The batch holding the new start stays whole (its earlier records are skipped by
         // consumers); those wholly before it are no longer reachable.
-        while state.batches.front().is_some_and(|b| b.last_offset < offset) {
+        while state
+            .batches
+            .front()
+            .is_some_and(|b| b.last_offset < offset)
+        {
             if let Some(oldest) = state.batches.pop_front() {
                 state.bytes -= oldest.len;
             }
@@ -112,7 +116,11 @@ impl PartitionLog {
         let state = &mut *state;
         let Some(bases) = state.disk.as_ref().map(|d| d.segment_bases()) else {
             let mut dropped = 0;
-            while state.batches.front().is_some_and(|b| b.max_timestamp < cutoff) {
+            while state
+                .batches
+                .front()
+                .is_some_and(|b| b.max_timestamp < cutoff)
+            {
                 if let Some(oldest) = state.batches.pop_front() {
                     state.bytes -= oldest.len;
                     dropped += 1;
