@@ -44,6 +44,8 @@ mod stored;
 pub mod topic_config;
 mod topic_store;
 pub mod topics;
+pub mod txn;
+mod txn_end;
 
 pub use config::BrokerConfig;
 pub use server::Broker;

@@ -91,6 +91,41 @@ fn sample(key: ApiKey, version: i16) -> Option<RequestBody> {
                     ]),
             ]))
         }
+        ApiKey::AddPartitionsToTxn => RequestBody::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "nobody",
+                )))
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![0, 9]),
+                ]),
+        ),
+        ApiKey::AddOffsetsToTxn => RequestBody::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("nobody"))),
+        ),
+        ApiKey::EndTxn => RequestBody::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("nobody"))),
+        ),
+        ApiKey::TxnOffsetCommit => RequestBody::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("nobody")))
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(
+                            [0, 9]
+                                .map(|p| {
+                                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                        .with_partition_index(p)
+                                })
+                                .to_vec(),
+                        ),
+                ]),
+        ),
         ApiKey::InitProducerId => RequestBody::InitProducerId(
             InitProducerIdRequest::default().with_transactional_id(None),
         ),
@@ -261,6 +296,10 @@ enum RequestBody {
     AlterConfigs(AlterConfigsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     DeleteRecords(DeleteRecordsRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
     InitProducerId(InitProducerIdRequest),
     ListOffsets(ListOffsetsRequest),
     Produce(ProduceRequest),
@@ -278,6 +317,10 @@ async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
         RequestBody::AlterConfigs(r) => drop(client.call(&r, version).await),
         RequestBody::IncrementalAlterConfigs(r) => drop(client.call(&r, version).await),
         RequestBody::DeleteRecords(r) => drop(client.call(&r, version).await),
+        RequestBody::AddPartitionsToTxn(r) => drop(client.call(&r, version).await),
+        RequestBody::AddOffsetsToTxn(r) => drop(client.call(&r, version).await),
+        RequestBody::EndTxn(r) => drop(client.call(&r, version).await),
+        RequestBody::TxnOffsetCommit(r) => drop(client.call(&r, version).await),
         RequestBody::InitProducerId(r) => drop(client.call(&r, version).await),
         RequestBody::ListOffsets(r) => drop(client.call(&r, version).await),
         RequestBody::Produce(r) => drop(client.call(&r, version).await),

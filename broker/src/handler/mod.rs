@@ -13,10 +13,10 @@ mod fetch_body;
 mod group_admin;
 mod group_membership;
 mod group_offsets;
-mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod txn;
 
 use std::net::SocketAddr;
 
@@ -124,7 +124,17 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
             };
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(state, r))
+            ResponseKind::InitProducerId(txn::init_producer_id(state, r, version).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions(state, r, version))
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets(state, r, version))
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end(state, r, version).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn::commit_offsets(state, r, version))
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(group_admin::find_coordinator(state, r, version))

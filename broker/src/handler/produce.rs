@@ -189,10 +189,12 @@ fn append(
             )),
         ));
     }
-    if header.is_transactional() || header.is_control() {
+    if header.is_control() {
         return Err((
             ResponseError::InvalidRecord,
-            Some("transactional and control batches need the transaction APIs, which this broker does not offer".into()),
+            Some(
+                "control batches are written by the transaction coordinator, never produced".into(),
+            ),
         ));
     }
     check_counts(&header, topic_name, data.index)?;
@@ -230,6 +232,18 @@ fn append(
             .is_fenced(header.producer_id, header.producer_epoch)
     {
         return Err((ResponseError::InvalidProducerEpoch, None));
+    }
+    // A transactional batch belongs to an open transaction that holds this partition (the
+    // producer called AddPartitionsToTxn first): anything else would never be ended by a marker.
+    if header.is_transactional()
+        && !state.txns.accepts(
+            header.producer_id,
+            header.producer_epoch,
+            topic_name,
+            data.index,
+        )
+    {
+        return Err((ResponseError::InvalidTxnState, None));
     }
     let appended = log.append(&records, &header).map_err(|e| (e, None))?;
     let start = log.offsets().start;
