@@ -3,6 +3,7 @@
 //! or the auto offset reset policy), and pulls with [`Consumer::poll`]. Positions are kept per
 //! partition and advance by whole batches; records are decoded only when iterated.
 
+pub mod committed;
 pub mod fetch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -98,6 +99,9 @@ pub struct ConsumerConfig {
     pub retry: RetryPolicy,
     /// Kafka's `check.crcs`: verify each fetched batch's CRC-32C before handing out records.
     pub check_crcs: bool,
+    /// Kafka's `isolation.level=read_committed`: only records of committed transactions (and
+    /// of no transaction), up to the last stable offset. Kafka's default is read_uncommitted.
+    pub read_committed: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -111,6 +115,7 @@ impl Default for ConsumerConfig {
             auto_offset_reset: OffsetReset::Latest,
             retry: RetryPolicy::default(),
             check_crcs: true,
+            read_committed: false,
         }
     }
 }
@@ -265,6 +270,7 @@ impl Consumer {
             min_bytes: self.config.min_bytes,
             max_bytes: self.config.max_bytes,
             partition_max_bytes: self.config.partition_max_bytes,
+            read_committed: self.config.read_committed,
         };
         let timeout = self.client.config().request_timeout + self.config.max_wait;
         let check_crcs = self.config.check_crcs;
@@ -331,6 +337,7 @@ impl Consumer {
                 batches,
                 high_watermark,
                 log_start,
+                aborted,
             } => {
                 state.high_watermark = Some(high_watermark);
                 state.log_start = Some(log_start).filter(|o| *o >= 0);
@@ -338,18 +345,22 @@ impl Consumer {
                     .into_iter()
                     .filter(|b| b.last_offset() >= position)
                     .collect();
+                // Past everything fetched, the batches of aborted transactions too.
+                let Some(next) = batches.last().map(|b| b.last_offset().saturating_add(1)) else {
+                    return Ok(None);
+                };
+                let batches = committed::without_aborted(batches, &aborted);
+                state.position = Some(next);
                 if batches.is_empty() {
                     return Ok(None);
                 }
-                let records = PartitionRecords {
+                Ok(Some(PartitionRecords {
                     topic: tp.topic,
                     partition: tp.partition,
                     high_watermark,
                     from_offset: position,
                     batches,
-                };
-                state.position = Some(records.next_offset());
-                Ok(Some(records))
+                }))
             }
             Outcome::OutOfRange => {
                 let to = reset_target(reset).ok_or_else(|| Error::NoOffset {
@@ -492,6 +503,7 @@ mod tests {
             batches: crate::record::fetched::test_batches("t", 0, base, count),
             high_watermark: hw,
             log_start: 0,
+            aborted: Vec::new(),
         }
     }
 
