@@ -129,3 +129,55 @@ async fn a_zombie_cannot_commit_after_its_successor_started() {
     );
     broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_sent_as_a_removed_member_are_refused() {
+    use client::group::Generation;
+    use client::{GroupConfig, GroupConsumer};
+    let broker = broker().await;
+    let client = connect(broker.addr()).await;
+    create_topic(&client, "input", 1).await;
+    let mut member = GroupConsumer::new(client.clone(), GroupConfig::new("copiers")).unwrap();
+    member.subscribe(["input".to_string()]).unwrap();
+    // Joins the group (nothing to read yet).
+    member.poll().await.unwrap();
+    let generation = member.generation();
+    assert!(generation.is_valid());
+    let producer = Producer::new(client.clone(), transactional("copier-1")).unwrap();
+    let offsets = [("input".to_string(), 0, 7)];
+    producer.begin_transaction().await.unwrap();
+    let stale = Generation {
+        id: generation.id + 1,
+        ..generation.clone()
+    };
+    let err = producer
+        .send_offsets_as_member("copiers", &stale, None, &offsets)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.server().map(|e| e.code),
+        Some(ResponseError::IllegalGeneration.code())
+    );
+    let stranger = Generation {
+        member_id: "someone-else".into(),
+        ..generation.clone()
+    };
+    let err = producer
+        .send_offsets_as_member("copiers", &stranger, None, &offsets)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.server().map(|e| e.code),
+        Some(ResponseError::UnknownMemberId.code())
+    );
+    producer
+        .send_offsets_as_member("copiers", &generation, None, &offsets)
+        .await
+        .unwrap();
+    producer.commit_transaction().await.unwrap();
+    assert_eq!(
+        broker.state().groups.committed_offsets("copiers"),
+        Some(vec![("input".to_string(), 0, 7)])
+    );
+    broker.shutdown().await;
+}

@@ -202,6 +202,26 @@ impl GroupCoordinator {
         })
     }
 
+    /// TxnOffsetCommit's check of the member sending a transaction's offsets (KIP-447): with
+    /// a member id or a generation, they must be the group's current ones, so a member that
+    /// was removed while its transaction was open cannot commit it (ILLEGAL_GENERATION,
+    /// UNKNOWN_MEMBER_ID) and must abort. Without either (an older client), nothing is checked.
+    pub fn validate_txn_offset_commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), ResponseError> {
+        if generation_id < 0 && member_id.is_empty() && group_instance_id.is_none() {
+            return Ok(());
+        }
+        let cell = self.get(group_id).ok_or(ResponseError::IllegalGeneration)?;
+        cell.with(&self.shutdown, |group, now| {
+            group.validate_offset_commit(member_id, group_instance_id, generation_id, now)
+        })
+    }
+
     /// The offsets a transaction committed (TxnOffsetCommit, then EndTxn commit): checked when
     /// they were sent, applied now whatever the group's generation has become, as Kafka's
     /// coordinator applies them at the commit marker.

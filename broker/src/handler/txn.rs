@@ -183,8 +183,16 @@ pub fn commit_offsets(
             });
         }
     }
+    let member = state.groups.validate_txn_offset_commit(
+        &request.group_id,
+        &request.member_id,
+        request.group_instance_id.as_deref(),
+        request.generation_id,
+    );
     let outcome = if commits.is_empty() {
         Ok(())
+    } else if let Err(e) = member {
+        Err(e)
     } else {
         state.txns.commit_offsets(
             &request.transactional_id,

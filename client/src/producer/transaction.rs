@@ -32,6 +32,7 @@ use crate::client::{topic_name, Client};
 use crate::connection::BrokerConnection;
 use crate::coordinator::{find_coordinator, KeyType};
 use crate::error::{Error, Result, ServerError};
+use crate::group::Generation;
 
 /// What the open transaction holds so far.
 #[derive(Debug, Default)]
@@ -135,9 +136,25 @@ impl Producer {
 
     /// Commits `offsets` (topic, partition, next offset to read) for `group_id` as part of
     /// the open transaction: they become the group's committed offsets only if it commits.
+    /// Sent without a member's identity (a consumer outside the group protocol); a group
+    /// member passes its generation with [`send_offsets_as_member`](Self::send_offsets_as_member).
     pub async fn send_offsets_to_transaction(
         &self,
         group_id: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<()> {
+        self.send_offsets_as_member(group_id, &Generation::none(), None, offsets)
+            .await
+    }
+
+    /// [`send_offsets_to_transaction`](Self::send_offsets_to_transaction) with the group
+    /// member's generation (Kafka's `ConsumerGroupMetadata`, KIP-447): a member removed from
+    /// the group since gets ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, and must abort.
+    pub async fn send_offsets_as_member(
+        &self,
+        group_id: &str,
+        generation: &Generation,
+        group_instance_id: Option<&str>,
         offsets: &[(String, i32, i64)],
     ) -> Result<()> {
         let shared = self.shared();
@@ -174,14 +191,21 @@ impl Producer {
         }
         let group = coordinator(&shared.client, KeyType::Group, group_id).await?;
         let resp = group
-            .call(|_| {
-                TxnOffsetCommitRequest::default()
+            .call(|version| {
+                let request = TxnOffsetCommitRequest::default()
                     .with_transactional_id(TransactionalId(s(&id)))
                     .with_group_id(GroupId(s(group_id)))
                     .with_producer_id(ProducerId(producer.producer_id))
                     .with_producer_epoch(producer.epoch)
-                    .with_generation_id(-1)
-                    .with_topics(topics)
+                    .with_topics(topics);
+                // The member's identity exists from v3 (KIP-447).
+                if version < 3 {
+                    return request;
+                }
+                request
+                    .with_generation_id(generation.id)
+                    .with_member_id(s(&generation.member_id))
+                    .with_group_instance_id(group_instance_id.map(s))
             })
             .await?;
         for topic in &resp.topics {
