@@ -581,3 +581,59 @@ async fn metadata_lists_authorized_operations_when_asked() {
         .await;
     assert_eq!(cluster.cluster_authorized_operations, 8096);
 }
+
+#[tokio::test]
+async fn retention_ms_on_disk_deletes_whole_segments_and_a_restart_starts_after_them() {
+    let dir = std::env::temp_dir().join(format!("retention-ms-disk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = BrokerConfig {
+        data_dir: Some(dir.clone()),
+        ..BrokerConfig::default()
+    };
+    let broker = start_broker(config.clone()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    // A segment rolls once it holds 100 bytes: one batch of one record (73 bytes) each.
+    let configs = [("retention.ms", "60000"), ("internal.segment.bytes", "100")];
+    assert_eq!(create_with(&mut client, "events", &configs).await.0, 0);
+    for timestamp in [1_000, 2_000, 50_000, 100_000, 110_000] {
+        let batch = keyed(&[(None, Some("x"), timestamp)]);
+        assert_eq!(
+            produce(&mut client, "events", 0, batch, 9).await.error_code,
+            0
+        );
+    }
+    let files = |dir: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("events"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(files(&dir).len(), 5);
+    // At 120 s the segments of 1 s, 2 s and 50 s are older than a minute; 100 s is not.
+    assert_eq!(broker.maintain_logs(120_000).0, 3);
+    assert_eq!(list_offset(&mut client, "events", 0, -2).await.2, 3);
+    assert_eq!(files(&dir).len(), 2);
+    broker.shutdown().await;
+
+    let broker = start_broker(config).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(list_offset(&mut client, "events", 0, -2).await.2, 3);
+    // Everything old: the active segment is rolled so that it can go too.
+    assert_eq!(broker.maintain_logs(1_000_000).0, 2);
+    assert_eq!(list_offset(&mut client, "events", 0, -2).await.2, 5);
+    assert_eq!(list_offset(&mut client, "events", 0, -1).await.2, 5);
+    let answer = produce(
+        &mut client,
+        "events",
+        0,
+        keyed(&[(None, Some("y"), 2_000_000)]),
+        9,
+    )
+    .await;
+    assert_eq!((answer.error_code, answer.base_offset), (0, 5));
+    broker.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
