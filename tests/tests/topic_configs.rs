@@ -2,7 +2,7 @@
 //! changed), applied (LogAppendTime, compaction, retention.ms), described with their sources;
 //! DeleteRecords; authorized operations in Metadata.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
@@ -13,9 +13,7 @@ use kafka_protocol::messages::incremental_alter_configs_request as incremental;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder, TimestampType};
 use kafka_protocol::ResponseError;
 use tests::*;
 
@@ -52,35 +50,9 @@ async fn create_with(
     )
 }
 
-/// Records `(key, value or None for a tombstone, timestamp)` as one batch.
-fn keyed(records: &[(Option<&str>, Option<&str>, i64)]) -> Bytes {
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, &(key, value, timestamp))| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            delete_horizon: false,
-            offset: i as i64,
-            // The encoder starts a batch wherever offset - sequence changes: one batch, base -1.
-            sequence: i as i32 - 1,
-            timestamp,
-            key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
-            value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut out = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out.freeze()
+/// Records `(key, value or None for a tombstone, timestamp)` as one plain batch.
+fn keyed(records: &[MaybeValue<'_>]) -> Bytes {
+    records_batch(records, Compression::None, None, false)
 }
 
 /// Every record from `offset` on: `(offset, key, value, timestamp, log append time?)`.
@@ -390,25 +362,18 @@ async fn alter_and_incremental_alter_change_configs_and_describe_shows_their_sou
         answer.responses[0].error_code,
         ResponseError::InvalidConfig.code()
     );
-    // The broker's configs are its flags.
-    let broker_alter =
-        AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-            .with_resource_type(4)
-            .with_resource_name(s("1"))]);
-    let answer = client.call(&broker_alter, 1).await;
-    assert_eq!(
-        answer.responses[0].error_code,
-        ResponseError::InvalidRequest.code()
-    );
-    let unknown =
-        AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(s("missing"))]);
-    let answer = client.call(&unknown, 1).await;
-    assert_eq!(
-        answer.responses[0].error_code,
-        ResponseError::UnknownTopicOrPartition.code()
-    );
+    // The broker's configs are its flags; a missing topic is unknown.
+    for (kind, name, error) in [
+        (4, "1", ResponseError::InvalidRequest),
+        (2, "missing", ResponseError::UnknownTopicOrPartition),
+    ] {
+        let request =
+            AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(kind)
+                .with_resource_name(s(name))]);
+        let answer = client.call(&request, 1).await;
+        assert_eq!(answer.responses[0].error_code, error.code(), "{name}");
+    }
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //! transaction aborted by its timeout, a zombie fenced, offsets committed in a transaction, and
 //! transaction state surviving a kill -9.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
@@ -12,9 +12,7 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use kafka_protocol::ResponseError;
 use tests::*;
 
@@ -75,32 +73,13 @@ async fn end(client: &mut RawClient, id: &str, producer: (i64, i16), commit: boo
 
 /// A transactional batch of `values` with sequences from `base_sequence`.
 fn txn_batch(producer: (i64, i16), base_sequence: i32, values: &[&str]) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, value)| Record {
-            transactional: true,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: producer.0,
-            producer_epoch: producer.1,
-            timestamp_type: TimestampType::Creation,
-            delete_horizon: false,
-            offset: i as i64,
-            sequence: base_sequence + i as i32,
-            timestamp: 1_000,
-            key: None,
-            value: Some(Bytes::copy_from_slice(value.as_bytes())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut out = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
+    let records: Vec<MaybeValue<'_>> = values.iter().map(|v| (None, Some(*v), 1_000)).collect();
+    let stamp = ProducerStamp {
+        id: producer.0,
+        epoch: producer.1,
+        base_sequence,
     };
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out.freeze()
+    records_batch(&records, Compression::None, Some(stamp), true)
 }
 
 /// What a fetch at `isolation` returns from `offset`: `(high watermark, last stable offset,

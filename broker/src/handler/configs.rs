@@ -192,6 +192,19 @@ fn broker_not_alterable() -> TopicError {
     )
 }
 
+/// What both alterations check first: a topic (a broker's configs are its flags), each config
+/// named once.
+fn alterable<'a>(
+    resource_type: i8,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<(), TopicError> {
+    match resource_type {
+        RESOURCE_TOPIC => duplicates(names),
+        RESOURCE_BROKER => Err(broker_not_alterable()),
+        other => Err(unsupported(other)),
+    }
+}
+
 /// One config named twice in one resource: Kafka refuses the resource.
 fn duplicates<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), TopicError> {
     let mut seen = std::collections::BTreeSet::new();
@@ -216,12 +229,10 @@ pub fn alter(state: &BrokerState, request: AlterConfigsRequest) -> AlterConfigsR
         .into_iter()
         .map(|resource| {
             let outcome = (|| {
-                match resource.resource_type {
-                    RESOURCE_TOPIC => {}
-                    RESOURCE_BROKER => return Err(broker_not_alterable()),
-                    other => return Err(unsupported(other)),
-                }
-                duplicates(resource.configs.iter().map(|c| c.name.as_str()))?;
+                alterable(
+                    resource.resource_type,
+                    resource.configs.iter().map(|c| c.name.as_str()),
+                )?;
                 let mut configs = BTreeMap::new();
                 for c in &resource.configs {
                     let value = c.value.as_ref().ok_or_else(|| null_value(&c.name))?;
@@ -254,12 +265,10 @@ pub fn incremental_alter(
         .into_iter()
         .map(|resource| {
             let outcome = (|| {
-                match resource.resource_type {
-                    RESOURCE_TOPIC => {}
-                    RESOURCE_BROKER => return Err(broker_not_alterable()),
-                    other => return Err(unsupported(other)),
-                }
-                duplicates(resource.configs.iter().map(|c| c.name.as_str()))?;
+                alterable(
+                    resource.resource_type,
+                    resource.configs.iter().map(|c| c.name.as_str()),
+                )?;
                 let topic = state
                     .topics
                     .get(&resource.resource_name)

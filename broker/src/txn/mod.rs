@@ -208,44 +208,61 @@ impl TxnCoordinator {
         Ok((meta.producer_id, meta.epoch, ending))
     }
 
-    /// Runs `change` on the transaction of `transactional_id` once the producer is who it says
-    /// and the transaction may take more, and records the result.
-    fn ongoing(
+    /// Runs `change` on the transaction of `transactional_id` once the producer is who it says,
+    /// and records the result before returning it; a refused change, or one that cannot be
+    /// recorded, leaves the transaction as it was.
+    fn update<T>(
         &self,
         transactional_id: &str,
         producer_id: i64,
         epoch: i16,
-        now_ms: i64,
-        change: impl FnOnce(&mut TxnMeta) -> TxnResult<()>,
-    ) -> TxnResult<()> {
+        change: impl FnOnce(&mut TxnMeta) -> TxnResult<T>,
+    ) -> TxnResult<T> {
         let mut txns = self.txns.lock();
         let meta = txns
             .get_mut(transactional_id)
             .ok_or(ResponseError::InvalidProducerIdMapping)?;
         check_producer(meta, producer_id, epoch)?;
         let before = meta.clone();
-        match meta.state {
-            TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                return Err(ResponseError::ConcurrentTransactions)
-            }
-            TxnState::Ongoing => {}
-            _ => {
-                meta.state = TxnState::Ongoing;
-                meta.started_ms = now_ms;
-                meta.partitions.clear();
-                meta.groups.clear();
-                meta.offsets.clear();
-            }
-        }
-        change(meta)?;
-        if *meta == before {
-            return Ok(());
-        }
-        if let Err(e) = self.persist(&txns) {
+        let changed = change(meta).map(|out| (out, *meta != before));
+        let changed = match changed {
+            Ok((out, true)) => self.persist(&txns).map(|()| out),
+            Ok((out, false)) => Ok(out),
+            Err(e) => Err(e),
+        };
+        if changed.is_err() {
             txns.insert(transactional_id.to_string(), before);
-            return Err(e);
         }
-        Ok(())
+        changed
+    }
+
+    /// [`update`](Self::update) of a transaction that may take more: an ended one starts
+    /// anew (Ongoing from `now_ms`), one being ended is busy.
+    fn ongoing(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        now_ms: i64,
+        change: impl FnOnce(&mut TxnMeta),
+    ) -> TxnResult<()> {
+        self.update(transactional_id, producer_id, epoch, |meta| {
+            match meta.state {
+                TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                    return Err(ResponseError::ConcurrentTransactions)
+                }
+                TxnState::Ongoing => {}
+                _ => {
+                    meta.state = TxnState::Ongoing;
+                    meta.started_ms = now_ms;
+                    meta.partitions.clear();
+                    meta.groups.clear();
+                    meta.offsets.clear();
+                }
+            }
+            change(meta);
+            Ok(())
+        })
     }
 
     /// AddPartitionsToTxn (the caller has checked that the partitions exist).
@@ -259,7 +276,6 @@ impl TxnCoordinator {
     ) -> TxnResult<()> {
         self.ongoing(transactional_id, producer_id, epoch, now_ms, |meta| {
             meta.partitions.extend(partitions.iter().cloned());
-            Ok(())
         })
     }
 
@@ -274,7 +290,6 @@ impl TxnCoordinator {
     ) -> TxnResult<()> {
         self.ongoing(transactional_id, producer_id, epoch, now_ms, |meta| {
             meta.groups.insert(group.to_string());
-            Ok(())
         })
     }
 
@@ -288,24 +303,16 @@ impl TxnCoordinator {
         group: &str,
         commits: Vec<OffsetCommit>,
     ) -> TxnResult<()> {
-        let mut txns = self.txns.lock();
-        let meta = txns
-            .get_mut(transactional_id)
-            .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        check_producer(meta, producer_id, epoch)?;
-        if !meta.is_open() || !meta.groups.contains(group) {
-            return Err(ResponseError::InvalidTxnState);
-        }
-        let before = meta.clone();
-        let held = meta.offsets.entry(group.to_string()).or_default();
-        for commit in commits {
-            held.insert((commit.topic.clone(), commit.partition), commit);
-        }
-        if let Err(e) = self.persist(&txns) {
-            txns.insert(transactional_id.to_string(), before);
-            return Err(e);
-        }
-        Ok(())
+        self.update(transactional_id, producer_id, epoch, |meta| {
+            if !meta.is_open() || !meta.groups.contains(group) {
+                return Err(ResponseError::InvalidTxnState);
+            }
+            let held = meta.offsets.entry(group.to_string()).or_default();
+            for commit in commits {
+                held.insert((commit.topic.clone(), commit.partition), commit);
+            }
+            Ok(())
+        })
     }
 
     /// EndTxn: the decision recorded, and what the caller must then write and commit; `None`
@@ -317,30 +324,23 @@ impl TxnCoordinator {
         epoch: i16,
         commit: bool,
     ) -> TxnResult<Option<Ending>> {
-        let mut txns = self.txns.lock();
-        let meta = txns
-            .get_mut(transactional_id)
-            .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        check_producer(meta, producer_id, epoch)?;
-        match (meta.state, commit) {
-            (TxnState::Ongoing, _) => {}
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => return Ok(None),
-            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                return Err(ResponseError::ConcurrentTransactions)
+        self.update(transactional_id, producer_id, epoch, |meta| {
+            match (meta.state, commit) {
+                (TxnState::Ongoing, _) => {}
+                (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                    return Ok(None)
+                }
+                (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                    return Err(ResponseError::ConcurrentTransactions)
+                }
+                _ => return Err(ResponseError::InvalidTxnState),
             }
-            _ => return Err(ResponseError::InvalidTxnState),
-        }
-        let before = meta.clone();
-        meta.state = TxnState::prepare(commit);
-        if !commit {
-            meta.offsets.clear();
-        }
-        let ending = ending(transactional_id, meta);
-        if let Err(e) = self.persist(&txns) {
-            txns.insert(transactional_id.to_string(), before);
-            return Err(e);
-        }
-        Ok(Some(ending))
+            meta.state = TxnState::prepare(commit);
+            if !commit {
+                meta.offsets.clear();
+            }
+            Ok(Some(ending(transactional_id, meta)))
+        })
     }
 
     /// The markers and offsets of `ending` are written: the transaction is complete.

@@ -40,7 +40,7 @@ fn unhex(field: &str) -> Option<String> {
     if field == "-" {
         return Some(String::new());
     }
-    if field.len() % 2 != 0 {
+    if !field.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..field.len())
