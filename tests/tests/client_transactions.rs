@@ -181,3 +181,31 @@ async fn offsets_sent_as_a_removed_member_are_refused() {
     );
     broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_ends_at_the_last_stable_offset_while_a_transaction_is_open() {
+    let broker = broker().await;
+    let client = connect(broker.addr()).await;
+    create_topic(&client, "orders", 1).await;
+    let plain = Producer::new(client.clone(), ProducerConfig::default()).unwrap();
+    send(&plain, "orders", &["before"]).await;
+    plain.flush().await;
+    let producer = Producer::new(client.clone(), transactional("open")).unwrap();
+    producer.begin_transaction().await.unwrap();
+    send(&producer, "orders", &["pending"]).await;
+    producer.flush().await;
+    send(&plain, "orders", &["after"]).await;
+    plain.flush().await;
+    // Offset 1 is the open transaction's: read_committed reads up to it and is at its end
+    // there; read_uncommitted reads all three.
+    assert_eq!(
+        read(&client, "orders", true).await,
+        vec![(0, "before".to_string())]
+    );
+    assert_eq!(read(&client, "orders", false).await.len(), 3);
+    producer.commit_transaction().await.unwrap();
+    let committed = read(&client, "orders", true).await;
+    let offsets: Vec<i64> = committed.iter().map(|r| r.0).collect();
+    assert_eq!(offsets, vec![0, 1, 2]);
+    broker.shutdown().await;
+}

@@ -56,6 +56,8 @@ pub enum Outcome {
     Data {
         batches: Vec<FetchedBatch>,
         high_watermark: i64,
+        /// Below it no transaction is open: where a read_committed consumer's partition ends.
+        last_stable: i64,
         log_start: i64,
         /// read_committed: the aborted transactions among the batches, as (producer id, first
         /// offset).
@@ -105,6 +107,7 @@ pub fn outcomes(
                         Ok(batches) => Outcome::Data {
                             batches,
                             high_watermark: p.high_watermark,
+                            last_stable: p.last_stable_offset,
                             log_start: p.log_start_offset,
                             aborted: p
                                 .aborted_transactions

@@ -127,6 +127,8 @@ struct PartitionState {
     /// A seek not yet turned into an offset.
     pending: Option<SeekTo>,
     high_watermark: Option<i64>,
+    /// The last stable offset as of the last fetch (below it no transaction is open).
+    last_stable: Option<i64>,
     log_start: Option<i64>,
 }
 
@@ -212,11 +214,23 @@ impl Consumer {
         self.partitions.get(tp)?.log_start
     }
 
-    /// True when every assigned partition has been read up to its high watermark.
+    /// The last stable offset as of the last fetch: where read_committed stops while a
+    /// transaction is open.
+    pub fn last_stable(&self, tp: &TopicPartition) -> Option<i64> {
+        self.partitions.get(tp)?.last_stable
+    }
+
+    /// True when every assigned partition has been read up to its end: the high watermark, or
+    /// with read_committed the last stable offset (what lies beyond may still be aborted).
     pub fn at_end(&self) -> bool {
+        let read_committed = self.config.read_committed;
         self.partitions.values().all(|s| {
-            s.pending.is_none()
-                && matches!((s.position, s.high_watermark), (Some(p), Some(hw)) if p >= hw)
+            let end = if read_committed {
+                s.last_stable
+            } else {
+                s.high_watermark
+            };
+            s.pending.is_none() && matches!((s.position, end), (Some(p), Some(end)) if p >= end)
         })
     }
 
@@ -336,10 +350,12 @@ impl Consumer {
             Outcome::Data {
                 batches,
                 high_watermark,
+                last_stable,
                 log_start,
                 aborted,
             } => {
                 state.high_watermark = Some(high_watermark);
+                state.last_stable = Some(last_stable).filter(|o| *o >= 0);
                 state.log_start = Some(log_start).filter(|o| *o >= 0);
                 let batches: Vec<_> = batches
                     .into_iter()
@@ -502,6 +518,7 @@ mod tests {
         Outcome::Data {
             batches: crate::record::fetched::test_batches("t", 0, base, count),
             high_watermark: hw,
+            last_stable: hw,
             log_start: 0,
             aborted: Vec::new(),
         }
