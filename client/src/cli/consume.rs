@@ -45,6 +45,17 @@ pub struct ConsumeArgs {
     /// %S value length, %T timestamp, %h headers, %% percent; \n \t escapes
     #[arg(short, long, value_name = "FMT", value_parser = Format::parse)]
     pub format: Option<Format>,
+    /// Kafka's isolation.level: read_committed reads committed transactions only, up to the
+    /// last stable offset (kcat -X isolation.level=read_committed)
+    #[arg(long, value_name = "LEVEL", default_value = "read_uncommitted",
+          value_parser = ["read_uncommitted", "read_committed"])]
+    pub isolation_level: String,
+}
+
+impl ConsumeArgs {
+    pub fn read_committed(&self) -> bool {
+        self.isolation_level == "read_committed"
+    }
 }
 
 pub async fn run(client: Client, args: ConsumeArgs, waiting: &Waiting) -> Result<(), Failure> {
@@ -71,7 +82,11 @@ pub async fn run(client: Client, args: ConsumeArgs, waiting: &Waiting) -> Result
         }
         args.partitions.clone()
     };
-    let mut consumer = Consumer::new(client, ConsumerConfig::default());
+    let config = ConsumerConfig {
+        read_committed: args.read_committed(),
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::new(client, config);
     consumer.assign(
         partitions
             .iter()
