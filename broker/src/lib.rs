@@ -35,7 +35,7 @@ mod identity;
 pub mod lag;
 pub mod log;
 mod log_tasks;
-mod metrics;
+pub mod metrics;
 pub mod producer;
 mod segment;
 mod server;

@@ -1,5 +1,6 @@
-//! `broker --metrics ADDR`: partition offsets and consumer lag as Prometheus text, on
-//! `GET /metrics` over plain HTTP/1.1.
+//! `broker --metrics ADDR`: partition offsets and consumer lag (in records, and in seconds: the
+//! age of the oldest record not yet consumed) as Prometheus text, on `GET /metrics` over plain
+//! HTTP/1.1.
 //!
 //! Metric names follow kafka-lag-exporter, so dashboards built for it read these too. The HTTP
 //! side is deliberately tiny: one request per connection, a bounded request head, a timeout to
@@ -121,7 +122,7 @@ fn respond(head: &str, state: &BrokerState) -> Vec<u8> {
     let path = target.split('?').next().unwrap_or_default();
     match (method, path) {
         ("GET", "/metrics") => {
-            let body = render(state);
+            let body = render(state, now_ms());
             let mut out = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
@@ -144,8 +145,16 @@ fn status(code: u16, reason: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The Prometheus text exposition of every partition's offsets and every group's lag.
-pub fn render(state: &BrokerState) -> String {
+/// The wall clock in milliseconds since the epoch: record timestamps are on it.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The Prometheus text exposition of every partition's offsets and every group's lag, with time
+/// lags as of `now_ms` (a scrape passes the wall clock; a test, the time it chose).
+pub fn render(state: &BrokerState, now_ms: i64) -> String {
     let mut start = Family::new(
         "kafka_partition_log_start_offset",
         "Earliest offset still in the partition's log.",
@@ -178,6 +187,10 @@ pub fn render(state: &BrokerState) -> String {
         "kafka_consumergroup_group_lag",
         "Log end offset minus the consumer group's committed offset.",
     );
+    let mut lag_seconds = Family::new(
+        "kafka_consumergroup_group_lag_seconds",
+        "Age of the oldest record the consumer group has not consumed (0 without lag), read from its timestamp.",
+    );
     for (group, partitions) in lag::all_groups_lag(state) {
         for p in partitions {
             let partition = p.partition.to_string();
@@ -192,6 +205,9 @@ pub fn render(state: &BrokerState) -> String {
             if let Some(value) = p.lag() {
                 lag.sample(&labels, value);
             }
+            if let Some(ms) = p.time_lag_ms(now_ms) {
+                lag_seconds.sample(&labels, Seconds(ms));
+            }
         }
     }
     let mut faults = Family::counter(
@@ -199,7 +215,7 @@ pub fn render(state: &BrokerState) -> String {
         "Produce acknowledgements dropped after the append by fault injection.",
     );
     faults.sample(&[], state.faults.acks_dropped() as i64);
-    [start, end, duplicates, committed, lag, faults]
+    [start, end, duplicates, committed, lag, lag_seconds, faults]
         .map(|f| f.text)
         .concat()
 }
@@ -226,7 +242,7 @@ impl Family {
         }
     }
 
-    fn sample(&mut self, labels: &[(&str, &str)], value: i64) {
+    fn sample(&mut self, labels: &[(&str, &str)], value: impl std::fmt::Display) {
         let labels: Vec<String> = labels
             .iter()
             .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
@@ -235,6 +251,23 @@ impl Family {
             let _ = writeln!(self.text, "{} {value}", self.name);
         } else {
             let _ = writeln!(self.text, "{}{{{}}} {value}", self.name, labels.join(","));
+        }
+    }
+}
+
+/// Milliseconds written as seconds, exactly: `42.5`, `0.001`, `3`.
+struct Seconds(i64);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (s, ms) = (self.0 / 1000, (self.0 % 1000).abs());
+        let sign = if self.0 < 0 && s == 0 { "-" } else { "" };
+        match ms {
+            0 => write!(f, "{sign}{s}"),
+            ms => {
+                let fraction = format!("{ms:03}");
+                write!(f, "{sign}{s}.{}", fraction.trim_end_matches('0'))
+            }
         }
     }
 }
@@ -255,6 +288,14 @@ mod tests {
     fn label_values_are_escaped() {
         assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
         assert_eq!(escape_label("x\ny"), "x\\ny");
+    }
+
+    #[test]
+    fn seconds_are_exact_decimals() {
+        let shown: Vec<String> = [42_500, 1, 3_000, 0, 61_010]
+            .map(|ms| Seconds(ms).to_string())
+            .to_vec();
+        assert_eq!(shown, ["42.5", "0.001", "3", "0", "61.01"]);
     }
 
     #[test]

@@ -1,11 +1,17 @@
-//! Topic administration: create, delete, grow, describe, list offsets; and consumer groups
-//! (list, describe, committed offsets and committing them, lag, delete; in `admin/groups.rs` and
-//! `admin/lag.rs`).
+//! Topic administration: create, delete, grow, describe, list offsets, configs
+//! (`admin/configs.rs`); and consumer groups: list, describe, committed offsets and committing
+//! them, delete (`admin/groups.rs`), lag (`admin/lag.rs`) and time lag (`admin/time_lag.rs`),
+//! resetting and deleting offsets (`admin/reset.rs`), waiting for a group to catch up
+//! (`admin/catch_up.rs`).
 //! Topic changes go to the controller named in a fresh Metadata answer, as Kafka requires;
 //! NOT_CONTROLLER and transient failures are retried.
 
+mod catch_up;
+mod configs;
 mod groups;
 mod lag;
+mod reset;
+mod time_lag;
 
 use std::sync::Arc;
 
@@ -21,10 +27,13 @@ use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::metadata::{ClusterInfo, TopicInfo};
 use crate::offsets::{self, ListedOffset, OffsetSpec};
 
+pub use catch_up::CatchUp;
+pub use configs::{ConfigEntry, ConfigSource};
 pub use groups::{
     parse_group_state, GroupDescription, GroupListing, MemberDescription, GROUP_STATES,
 };
 pub use lag::{lag_rows, GroupLag, Owner, PartitionLag};
+pub use reset::{DeletedOffset, ResetPlan, ResetScope, ResetTo};
 
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]

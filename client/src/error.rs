@@ -260,6 +260,13 @@ pub enum Error {
         partition: i32,
         count: i32,
     },
+    /// Offsets of a group with active members cannot be reset (kafka-consumer-groups.sh's
+    /// message): the members would overwrite them with their next commit.
+    #[error(
+        "Assignments can only be reset if the group '{group}' is inactive, but the current \
+         state is {state}."
+    )]
+    GroupActive { group: String, state: String },
     /// A record does not fit in a request.
     #[error("a record of {size} bytes exceeds the {max}-byte request limit")]
     RecordTooLarge { size: usize, max: usize },
@@ -334,6 +341,16 @@ impl Error {
             _ => None,
         }
     }
+
+    /// The API a request needed and the broker does not offer in any version this client
+    /// speaks (absent from its ApiVersions answer, or only in versions outside ours): a gap of
+    /// that cluster, not a failure worth retrying.
+    pub fn unsupported_api(&self) -> Option<&'static str> {
+        match self.fatal_cause().unwrap_or(self) {
+            Self::Protocol(ProtocolError::UnsupportedVersion { api, .. }) => Some(api),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -386,5 +403,17 @@ mod tests {
             unsupported.to_string(),
             "Fetch: the broker speaks versions 0..=3, this client 4..=12"
         );
+        let missing: Error = ProtocolError::UnsupportedVersion {
+            api: "CreatePartitions",
+            broker: None,
+            client: (0, 3),
+        }
+        .into();
+        assert_eq!(missing.unsupported_api(), Some("CreatePartitions"));
+        assert_eq!(
+            Error::ProducerFatal(Box::new(missing)).unsupported_api(),
+            Some("CreatePartitions")
+        );
+        assert_eq!(bad.unsupported_api(), None);
     }
 }

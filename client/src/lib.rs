@@ -32,17 +32,23 @@
 //! - [`offsets`]: ListOffsets, shared by consumer and admin.
 //! - [`coordinator`]: FindCoordinator, for groups (consumer, admin) and transactional ids
 //!   (producer).
-//! - [`admin`]: create/delete/grow/describe topics; list/describe/delete consumer groups,
-//!   their committed offsets and lag.
+//! - [`admin`]: create/delete/grow/describe topics and their configs; list/describe/delete
+//!   consumer groups, their committed offsets, lag and time lag; reset and delete offsets; wait
+//!   for a group to catch up.
+//! - [`lag_status`]: a Burrow-style status (OK, WARN, STALL, STOP) from a window of lag
+//!   observations.
+//! - [`check`]: per-key order, checked as records arrive or over a whole topic.
 //! - [`retry`]: the backoff policy.
 
 pub mod admin;
+pub mod check;
 pub mod client;
 pub mod connection;
 pub mod consumer;
 pub mod coordinator;
 pub mod error;
 pub mod group;
+pub mod lag_status;
 pub mod metadata;
 pub mod offsets;
 pub mod producer;
@@ -56,6 +62,8 @@ pub use error::{Error, ProtocolError, Result, ServerError, TransportError};
 pub use group::{
     CommitFuture, GroupConfig, GroupConsumer, PolledRecords, RebalanceEvent, RebalanceListener,
 };
+/// The API keys, for [`Client::api_version`].
+pub use kafka_protocol::messages::ApiKey;
 pub use metadata::{BrokerInfo, ClusterInfo, PartitionInfo, TopicInfo};
 pub use offsets::{ListedOffset, OffsetSpec};
 pub use producer::{

@@ -40,7 +40,7 @@ async fn topics_lifecycle() {
         "{}",
         lines[0]
     );
-    assert!(lines[0].ends_with("\tPartitionCount: 3\tReplicationFactor: 1"));
+    assert!(lines[0].ends_with("\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: "));
     assert_eq!(
         lines[3],
         "\tTopic: orders\tPartition: 2\tLeader: 1\tReplicas: 1\tIsr: 1"
@@ -63,6 +63,21 @@ async fn topics_lifecycle() {
     )
     .await;
     assert_one_line_error(&run, 1, "INVALID_PARTITIONS");
+    assert!(
+        run.stderr.contains("a topic can only grow"),
+        "{}",
+        run.stderr
+    );
+    // The same code on a create asks for another fix.
+    let run = client(addr, &["topics", "create", "none", "--partitions", "0"], "").await;
+    assert_one_line_error(&run, 1, "INVALID_PARTITIONS");
+    assert!(
+        run.stderr
+            .contains("give --partitions 1 or more, or -1 for the broker's default"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("grow"), "{}", run.stderr);
     let run = client(
         addr,
         &["topics", "create", "orders", "--partitions", "3"],
@@ -295,7 +310,7 @@ async fn a_port_that_answers_http_is_not_taken_for_a_broker() {
 
 #[tokio::test]
 async fn usage_errors_exit_2_and_every_verb_has_help_with_an_example() {
-    let run = client(None, &["topics", "create", "x"], "").await;
+    let run = client(None, &["topics", "create", "x", "--partitions", "many"], "").await;
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--partitions"));
     let run = client(None, &["consume", "t", "--format", "%q"], "").await;
@@ -305,7 +320,7 @@ async fn usage_errors_exit_2_and_every_verb_has_help_with_an_example() {
         "{}",
         run.stderr
     );
-    let verbs: [&[&str]; 10] = [
+    let verbs: [&[&str]; 14] = [
         &[],
         &["topics", "list"],
         &["topics", "describe"],
@@ -316,6 +331,10 @@ async fn usage_errors_exit_2_and_every_verb_has_help_with_an_example() {
         &["consume"],
         &["offsets"],
         &["partition"],
+        &["groups", "reset-offsets"],
+        &["groups", "delete-offsets"],
+        &["groups", "wait"],
+        &["check", "order"],
     ];
     for verb in verbs {
         let mut args = verb.to_vec();

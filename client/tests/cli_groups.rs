@@ -6,11 +6,10 @@ mod support;
 
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use broker::Broker;
-use client::{Client, ClientConfig, GroupConfig, GroupConsumer, OffsetReset, TopicPartition};
-use support::{broker, client, Run};
+use client::{GroupConsumer, TopicPartition};
+use support::{broker, client, member, Run};
 
 /// The binary with `args` and `stdin`, pointed at `addr`.
 async fn cli(addr: SocketAddr, args: &[&str], stdin: &str) -> Run {
@@ -33,23 +32,7 @@ async fn broker_with_orders() -> Broker {
 
 /// A member of `group` owning all of "orders", that committed 2 on partition 0 and 7 on 1.
 async fn member_with_commits(addr: SocketAddr, group: &str) -> GroupConsumer {
-    let client = Client::connect(ClientConfig::new(&addr.to_string()))
-        .await
-        .unwrap();
-    let mut config = GroupConfig::new(group);
-    config.auto_commit = false;
-    config.consumer.max_wait = Duration::from_millis(50);
-    config.consumer.auto_offset_reset = OffsetReset::Earliest;
-    let mut member = GroupConsumer::new(client, config).unwrap();
-    member.subscribe(["orders"]).unwrap();
-    let joined = async {
-        while member.assignment().len() < 3 {
-            member.poll().await.unwrap();
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), joined)
-        .await
-        .expect("the member joins");
+    let mut member = member(addr, group, "orders", 3).await;
     member
         .commit_offsets_sync(
             [

@@ -6,13 +6,14 @@
 //! the versions the broker advertises ([`versions`]), a zero-copy view of v2 record batch
 //! headers ([`batch`]), transaction markers ([`control`]), bounded decompression
 //! ([`compression`]) and a walk over a batch's records that decodes none of them ([`records`]),
-//! Kafka's default partitioner ([`partitioner`]) and Kafka's naming rules ([`names`]). Nothing
-//! here does I/O policy or holds domain state.
+//! Kafka's default partitioner ([`partitioner`]), Kafka's naming rules ([`names`]) and what a
+//! time lag is ([`lag`]). Nothing here does I/O policy or holds domain state.
 
 pub mod batch;
 pub mod compression;
 pub mod control;
 pub mod frame;
+pub mod lag;
 pub mod names;
 pub mod partitioner;
 pub mod pieces;

@@ -349,6 +349,32 @@ pub fn first_at_or_after(
     Ok(None)
 }
 
+/// The timestamp of the first record of `batch` at or after `offset` (the oldest record a
+/// reader at `offset` has yet to read), as a consumer would see it; `None` when every record of
+/// the batch is before `offset`. At most `limit` bytes are decompressed.
+pub fn timestamp_at_or_after_offset(
+    batch: &[u8],
+    header: &BatchHeader,
+    offset: i64,
+    limit: usize,
+) -> Result<Option<i64>, RecordsError> {
+    if header.log_append_time() {
+        return Ok((header.last_offset() >= offset).then_some(header.max_timestamp));
+    }
+    let mut walk = RecordWalk::new(batch, header, limit)?;
+    while let Some(record) = walk.next_position()? {
+        let at = header
+            .base_offset
+            .saturating_add(record.offset_delta.into());
+        if at >= offset {
+            return Ok(Some(
+                header.base_timestamp.saturating_add(record.timestamp_delta),
+            ));
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +425,38 @@ mod tests {
             assert_eq!(find(401), None, "{codec:?}");
             check_records(&batch, &header, 1 << 20).unwrap();
         }
+    }
+
+    #[test]
+    fn reads_the_timestamp_of_the_record_at_an_offset_in_every_codec() {
+        let stamps = [100, 300, 200, 400, 400];
+        for codec in CODECS {
+            let mut batch = encoded(&stamps, codec);
+            crate::batch::set_base_offset(&mut batch, 1000);
+            let header = validate_single_batch(&batch).unwrap();
+            let at = |o| timestamp_at_or_after_offset(&batch, &header, o, 1 << 20).unwrap();
+            assert_eq!(
+                at(0),
+                Some(100),
+                "{codec:?}: before the batch, its first record"
+            );
+            assert_eq!(at(1000), Some(100), "{codec:?}");
+            assert_eq!(
+                at(1002),
+                Some(200),
+                "{codec:?}: the record's own, not the max"
+            );
+            assert_eq!(at(1004), Some(400), "{codec:?}");
+            assert_eq!(at(1005), None, "{codec:?}: past the batch");
+        }
+        // Past the decompression limit: an error, never a larger allocation.
+        let mut batch = encoded(&[1; 50], Codec::Gzip);
+        crate::batch::set_base_offset(&mut batch, 0);
+        let header = validate_single_batch(&batch).unwrap();
+        assert!(matches!(
+            timestamp_at_or_after_offset(&batch, &header, 49, 64),
+            Err(RecordsError::Decompress(DecompressError::TooLarge { .. }))
+        ));
     }
 
     /// Rewrites the record count and fixes the CRC, as a hostile producer would.

@@ -58,6 +58,7 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 0, 2),
     api(ApiKey::AlterConfigs, 0, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 0, 1),
+    api(ApiKey::OffsetDelete, 0, 0, 0),
 ];
 
 /// What the broker does with a request of this key and version.
@@ -123,6 +124,7 @@ pub fn request_versions(key: ApiKey) -> Option<VersionRange> {
         ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
         ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,
         ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
+        ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
         _ => return None,
     })
 }

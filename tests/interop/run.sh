@@ -274,6 +274,19 @@ for step in confluent-transactions kafkajs-reads-confluent confluent-invalid-tim
     scenario "transactions/configs: $step" "$PYTHON" txn_interop.py --bootstrap "$ADDR" --topic "$topic" "$step"
 done
 
+# Group offsets (issue 19): reset and deleted by our CLI, read back by kafka-python 3.x's and
+# 2.0.2's admin clients; reset and deleted by kafka-python's admin, seen by our describe and wait.
+for step in cli-reset-read-by-kafka-python kafka-python-reset-seen-by-cli; do
+    scenario "offsets: $step" "$PYTHON" offsets_interop.py --bootstrap "$ADDR" --topic "interop-offsets-${step}-${RUN_ID}" "$step"
+done
+
+# The README's "Testing your service against this broker" examples, as written: each starts a
+# broker of its own (so not with INTEROP_BOOTSTRAP).
+if [[ -n "${BROKER:-}" ]]; then
+    scenario "readme: Python test" env BROKER="$BROKER" CLIENT="$INTEROP_CLIENT_BIN" "$PYTHON" readme_python_test.py
+    scenario "readme: Node test" env BROKER="$BROKER" CLIENT="$INTEROP_CLIENT_BIN" node kafkajs/readme_node_test.js
+fi
+
 # Lost acknowledgements: confluent-kafka and kafka-python, idempotent, through a broker of its own
 # that drops a seeded share of produce answers after the append; each record must be stored once.
 # (It needs our broker's fault injection, so not with INTEROP_BOOTSTRAP.)

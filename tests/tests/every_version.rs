@@ -269,6 +269,23 @@ fn group_sample(key: ApiKey, version: i16) -> Option<RequestBody> {
             ListGroupsRequest::default().with_states_filter(vec![s("CompletingRebalance")]),
         ),
         ApiKey::ListGroups => RequestBody::ListGroups(ListGroupsRequest::default()),
+        // g-offsets (committed at the start) has no members: one answer per partition.
+        ApiKey::OffsetDelete => RequestBody::OffsetDelete(
+            OffsetDeleteRequest::default()
+                .with_group_id(group("g-offsets"))
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(topic_name("t"))
+                        .with_partitions(
+                            [0, 9]
+                                .map(|p| {
+                                    offset_delete_request::OffsetDeleteRequestPartition::default()
+                                        .with_partition_index(p)
+                                })
+                                .to_vec(),
+                        ),
+                ]),
+        ),
         ApiKey::DeleteGroups => RequestBody::DeleteGroups(
             DeleteGroupsRequest::default().with_groups_names(vec![group("g-commit")]),
         ),
@@ -287,6 +304,7 @@ enum RequestBody {
     DescribeGroups(DescribeGroupsRequest),
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
+    OffsetDelete(OffsetDeleteRequest),
     ApiVersions(ApiVersionsRequest),
     Metadata(MetadataRequest),
     CreateTopics(CreateTopicsRequest),
@@ -335,6 +353,7 @@ async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
         RequestBody::DescribeGroups(r) => drop(client.call(&r, version).await),
         RequestBody::ListGroups(r) => drop(client.call(&r, version).await),
         RequestBody::DeleteGroups(r) => drop(client.call(&r, version).await),
+        RequestBody::OffsetDelete(r) => drop(client.call(&r, version).await),
     }
 }
 
@@ -347,6 +366,13 @@ async fn every_accepted_version_of_every_api_is_answered() {
         .with_num_partitions(1)
         .with_replication_factor(1)]);
     setup.call(&create, 5).await;
+    // Offsets for OffsetDelete to delete: DeleteGroups, earlier in the table, removes g-commit.
+    let Some(RequestBody::OffsetCommit(commit)) = group_sample(ApiKey::OffsetCommit, 2) else {
+        unreachable!("the OffsetCommit sample is an OffsetCommit")
+    };
+    let commit = commit.with_group_id(GroupId(StrBytes::from_static_str("g-offsets")));
+    let answer = setup.call(&commit, 2).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, 0);
     let mut covered = 0;
     for api in BROKER_APIS {
         for version in api.accepted_min..=api.max {

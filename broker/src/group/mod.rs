@@ -36,6 +36,10 @@ pub const MAX_SESSION_TIMEOUT_MS: i32 = 1_800_000;
 /// One partition's committed offset as OffsetFetch reports it: `None` when never committed.
 pub type FetchedOffset = (i32, Option<CommittedOffset>);
 
+/// One topic's answer to OffsetDelete: each partition asked, with its error if it kept its
+/// offset.
+pub type TopicOffsetsDeleted = (String, Vec<(i32, Option<ResponseError>)>);
+
 #[derive(Debug)]
 pub struct GroupCoordinator {
     groups: DashMap<String, Arc<GroupCell>>,
@@ -320,6 +324,64 @@ impl GroupCoordinator {
             Some(cell) => cell.read(|group| read(Some(group))),
             None => read(None),
         }
+    }
+
+    /// OffsetDelete of partitions the caller checked exist. The outer error fails the request
+    /// (`GROUP_ID_NOT_FOUND`, `NON_EMPTY_GROUP`); otherwise one result per partition, in the order
+    /// asked: `GROUP_SUBSCRIBED_TO_TOPIC` for a topic a member reads, else deleted (or there was
+    /// nothing to delete). An Empty group left without offsets stays until deleted, as in
+    /// Kafka 4.x until its next cleanup.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        topics: Vec<(String, Vec<i32>)>,
+    ) -> Result<Vec<TopicOffsetsDeleted>, ResponseError> {
+        let cell = self.get(group_id).ok_or(ResponseError::GroupIdNotFound)?;
+        cell.read_mut(|group| {
+            group.validate_offset_delete()?;
+            let mut changes = Vec::new();
+            let mut results = Vec::with_capacity(topics.len());
+            for (topic, partitions) in topics {
+                let subscribed = group.is_subscribed_to(&topic);
+                let answers = partitions
+                    .iter()
+                    .map(|&p| {
+                        (
+                            p,
+                            subscribed.then_some(ResponseError::GroupSubscribedToTopic),
+                        )
+                    })
+                    .collect();
+                if !subscribed {
+                    changes.extend(
+                        partitions
+                            .into_iter()
+                            .filter(|&p| group.offsets().get(&topic, p).is_some())
+                            .map(|partition| OffsetChange::DeleteOffset {
+                                group: group_id.to_string(),
+                                topic: topic.clone(),
+                                partition,
+                            }),
+                    );
+                }
+                results.push((topic, answers));
+            }
+            if let Some(log) = &self.offsets_log {
+                if !changes.is_empty() {
+                    log.append(&changes)
+                        .map_err(|_| ResponseError::KafkaStorageError)?;
+                }
+            }
+            for change in changes {
+                if let OffsetChange::DeleteOffset {
+                    topic, partition, ..
+                } = change
+                {
+                    group.offsets_mut().remove(&topic, partition);
+                }
+            }
+            Ok(results)
+        })
     }
 
     /// Every committed offset of a group, as `(topic, partition, offset)`; `None` for an

@@ -35,6 +35,18 @@ impl Offsets {
         }
     }
 
+    /// Forgets one partition's offset (OffsetDelete); false when none was committed.
+    pub fn remove(&mut self, topic: &str, partition: i32) -> bool {
+        let Some(partitions) = self.by_topic.get_mut(topic) else {
+            return false;
+        };
+        let removed = partitions.remove(&partition).is_some();
+        if partitions.is_empty() {
+            self.by_topic.remove(topic);
+        }
+        removed
+    }
+
     pub fn get(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
         self.by_topic.get(topic)?.get(&partition)
     }
@@ -87,6 +99,11 @@ mod tests {
         assert_eq!(all, vec![("a", 0, 1), ("a", 2, 7), ("b", 1, 9)]);
         assert_eq!(offsets.get("a", 2), Some(&at(7)));
         assert_eq!(offsets.get("a", 1), None);
+        assert!(offsets.remove("a", 2));
+        assert!(!offsets.remove("a", 2));
+        assert!(offsets.remove("a", 0));
+        let left: Vec<_> = offsets.iter().map(|(t, p, _)| (t, p)).collect();
+        assert_eq!(left, vec![("b", 1)]);
     }
 
     #[test]

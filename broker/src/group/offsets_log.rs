@@ -20,6 +20,7 @@ use super::offsets::CommittedOffset;
 
 const COMMIT: u8 = 1;
 const DELETE_GROUP: u8 = 2;
+const DELETE_OFFSET: u8 = 3;
 
 /// One change to the committed offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +33,12 @@ pub enum OffsetChange {
     },
     DeleteGroup {
         group: String,
+    },
+    /// OffsetDelete: one partition's offset forgotten (Kafka writes a tombstone for it).
+    DeleteOffset {
+        group: String,
+        topic: String,
+        partition: i32,
     },
 }
 
@@ -78,6 +85,18 @@ impl OffsetsLog {
                 }
                 OffsetChange::DeleteGroup { group } => {
                     offsets.remove(&group);
+                }
+                OffsetChange::DeleteOffset {
+                    group,
+                    topic,
+                    partition,
+                } => {
+                    if let Some(partitions) = offsets.get_mut(&group) {
+                        partitions.remove(&(topic, partition));
+                        if partitions.is_empty() {
+                            offsets.remove(&group);
+                        }
+                    }
                 }
             }
         }
@@ -154,6 +173,16 @@ fn encode(change: &OffsetChange, buf: &mut Vec<u8>) {
             body.put_u8(DELETE_GROUP);
             put_str(&mut body, group);
         }
+        OffsetChange::DeleteOffset {
+            group,
+            topic,
+            partition,
+        } => {
+            body.put_u8(DELETE_OFFSET);
+            put_str(&mut body, group);
+            put_str(&mut body, topic);
+            body.put_i32(*partition);
+        }
     }
     buf.put_u32(body.len() as u32);
     buf.put_slice(&body);
@@ -218,6 +247,18 @@ fn decode(mut body: &[u8]) -> Option<OffsetChange> {
         DELETE_GROUP => OffsetChange::DeleteGroup {
             group: get_str(buf)?,
         },
+        DELETE_OFFSET => {
+            let group = get_str(buf)?;
+            let topic = get_str(buf)?;
+            if buf.len() < 4 {
+                return None;
+            }
+            OffsetChange::DeleteOffset {
+                group,
+                topic,
+                partition: buf.get_i32(),
+            }
+        }
         _ => return None,
     };
     buf.is_empty().then_some(change)
@@ -257,6 +298,19 @@ mod tests {
                 group: "gone".into(),
             }])
             .unwrap();
+            log.append(&[commit("billing", 3, 4), commit("emptied", 0, 2)])
+                .unwrap();
+            let forget = |group: &str, partition| OffsetChange::DeleteOffset {
+                group: group.into(),
+                topic: "orders".into(),
+                partition,
+            };
+            log.append(&[
+                forget("billing", 3),
+                forget("emptied", 0),
+                forget("none", 0),
+            ])
+            .unwrap();
         }
         // A commit cut short by a crash.
         let mut torn = Vec::new();
@@ -270,6 +324,10 @@ mod tests {
         assert_eq!(billing[&("orders".to_string(), 0)].offset, 9);
         assert_eq!(billing[&("orders".to_string(), 1)].offset, 7);
         assert!(!replayed.contains_key("gone"));
+        assert!(
+            !replayed.contains_key("emptied"),
+            "its last offset was deleted"
+        );
         // Compacted: one entry per committed partition.
         let (changes, _) = parse(&std::fs::read(&path).unwrap());
         assert_eq!(changes.len(), 2);

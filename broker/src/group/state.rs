@@ -15,17 +15,19 @@
 //! | Stable | unchanged follower: current generation; leader or change: rebalance | the stored assignment | NONE | remove, rebalance | current generation |
 //! | Dead | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE |
 //!
-//! The submodules hold the requests ([`join`], [`sync`], [`leave`]) and the phase changes and
-//! timers they share ([`rebalance`]).
+//! The submodules hold the requests ([`join`], [`sync`], [`leave`]), the phase changes and
+//! timers they share ([`rebalance`]), and which offsets OffsetDelete may drop
+//! ([`offset_delete`]).
 
 mod join;
 mod leave;
+mod offset_delete;
 mod rebalance;
 mod sync;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -157,6 +159,9 @@ pub struct Group {
     join_timer: Option<JoinTimer>,
     sync_timer: Option<SyncTimer>,
     offsets: Offsets,
+    /// The topics the current generation's members subscribe to; `None` when unknown (see
+    /// [`offset_delete`]).
+    subscribed_topics: Option<BTreeSet<String>>,
     timing: Timing,
 }
 
@@ -180,6 +185,7 @@ impl Group {
             join_timer: None,
             sync_timer: None,
             offsets: Offsets::default(),
+            subscribed_topics: None,
             timing,
         }
     }

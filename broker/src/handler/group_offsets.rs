@@ -1,15 +1,18 @@
-//! OffsetCommit v2-9 and OffsetFetch v1-9 (v8+ asks for several groups at once).
+//! OffsetCommit v2-9, OffsetFetch v1-9 (v8+ asks for several groups at once) and OffsetDelete v0.
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
-    GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-    TopicName,
+    GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 
@@ -95,6 +98,68 @@ pub fn commit(
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// OffsetDelete as Kafka's `KafkaApis` and group coordinator answer it: partitions of unknown
+/// topics, and unknown partitions, get UNKNOWN_TOPIC_OR_PARTITION without the group seeing them;
+/// a group error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) is the top-level code with no topics.
+pub fn delete(state: &BrokerState, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let mut unknown: Vec<(TopicName, Vec<i32>)> = Vec::new();
+    let mut known: Vec<(String, Vec<i32>)> = Vec::new();
+    for topic in request.topics {
+        let exists = state.topics.get(&topic.name);
+        let (valid, invalid): (Vec<i32>, Vec<i32>) = topic
+            .partitions
+            .iter()
+            .map(|p| p.partition_index)
+            .partition(|&p| exists.as_ref().is_some_and(|t| t.partition(p).is_some()));
+        if !invalid.is_empty() {
+            unknown.push((topic.name.clone(), invalid));
+        }
+        if !valid.is_empty() {
+            known.push((topic.name.to_string(), valid));
+        }
+    }
+    // Asked even with nothing valid left, as Kafka does: an unknown group is still the answer.
+    let answered = match state.groups.delete_offsets(&request.group_id, known) {
+        Ok(answered) => answered,
+        Err(error) => return OffsetDeleteResponse::default().with_error_code(error.code()),
+    };
+    let topic = |name: TopicName, partitions: Vec<(i32, Option<ResponseError>)>| {
+        OffsetDeleteResponseTopic::default()
+            .with_name(name)
+            .with_partitions(
+                partitions
+                    .into_iter()
+                    .map(|(index, error)| {
+                        OffsetDeleteResponsePartition::default()
+                            .with_partition_index(index)
+                            .with_error_code(error_code(error))
+                    })
+                    .collect(),
+            )
+    };
+    let mut topics: Vec<OffsetDeleteResponseTopic> = unknown
+        .into_iter()
+        .map(|(name, partitions)| {
+            let errors = partitions
+                .into_iter()
+                .map(|p| (p, Some(ResponseError::UnknownTopicOrPartition)))
+                .collect();
+            topic(name, errors)
+        })
+        .collect();
+    // A topic with both kinds of partitions is answered once, as Kafka's builder merges them.
+    for (name, partitions) in answered {
+        let name = TopicName(owned(name));
+        match topics.iter_mut().find(|t| t.name == name) {
+            Some(existing) => existing
+                .partitions
+                .extend(topic(name, partitions).partitions),
+            None => topics.push(topic(name, partitions)),
+        }
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
 }
 
 /// Null topics (the Java admin client's "all") return every committed partition, in every

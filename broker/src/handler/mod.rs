@@ -155,6 +155,7 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(group_offsets::fetch(state, r, version))
         }
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(group_offsets::delete(state, r)),
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(group_admin::describe_groups(state, r, version))
         }

@@ -504,6 +504,17 @@ impl PartitionLog {
         found.and_then(load_one)
     }
 
+    /// The first batch holding an offset at or after `offset`: the one a fetch from there
+    /// starts with, whose records include the oldest one not yet read from `offset` on.
+    pub fn batch_at_or_after(&self, offset: i64) -> Option<StoredBatch> {
+        let found = {
+            let state = self.state.lock();
+            let first = state.batches.partition_point(|b| b.last_offset < offset);
+            state.batches.get(first).cloned()
+        };
+        found.and_then(load_one)
+    }
+
     /// The batch holding the record with the largest timestamp (the first one on ties).
     pub fn max_timestamp_batch(&self) -> Option<StoredBatch> {
         let found = {

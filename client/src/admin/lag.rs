@@ -32,6 +32,17 @@ pub struct PartitionLag {
     pub lag: Option<i64>,
     /// `None` for a committed partition no member owns.
     pub owner: Option<Owner>,
+    /// The timestamp (epoch ms) of the oldest record not consumed yet, the one at the committed
+    /// offset; filled by [`Admin::group_time_lag`] for partitions with lag, else `None`.
+    pub oldest_unconsumed: Option<i64>,
+}
+
+impl PartitionLag {
+    /// The time lag at `now_ms`: how old the oldest record not consumed yet is
+    /// ([`protocol::lag`]); `None` when the lag or that record's timestamp is unknown.
+    pub fn time_lag_ms(&self, now_ms: i64) -> Option<i64> {
+        protocol::lag::time_lag_ms(self.lag?, self.oldest_unconsumed, now_ms)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +133,7 @@ pub fn lag_rows(
             log_end_offset,
             lag,
             owner,
+            oldest_unconsumed: None,
         }
     };
     let mut members: Vec<_> = description

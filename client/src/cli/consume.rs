@@ -15,7 +15,8 @@ use super::{Failure, Waited, Waiting};
   client consume orders --exit
   client consume orders --partition 4 --offset -10 --format '%k => %s (offset %o)\\n'
   client consume orders --offset end --count 1
-  client consume orders --group billing")]
+  client consume orders --group billing
+  client consume orders -J --exit")]
 pub struct ConsumeArgs {
     /// Topic to read
     pub topic: String,
@@ -45,6 +46,10 @@ pub struct ConsumeArgs {
     /// %S value length, %T timestamp, %h headers, %% percent; \n \t escapes
     #[arg(short, long, value_name = "FMT", value_parser = Format::parse)]
     pub format: Option<Format>,
+    /// kcat's -J: one JSON envelope per record (topic, partition, offset, ts, headers, key,
+    /// payload)
+    #[arg(short = 'J', long = "json", conflicts_with = "format")]
+    pub json: bool,
     /// Kafka's isolation.level: read_committed reads committed transactions only, up to the
     /// last stable offset (kcat -X isolation.level=read_committed)
     #[arg(long, value_name = "LEVEL", default_value = "read_uncommitted",
@@ -56,13 +61,21 @@ impl ConsumeArgs {
     pub fn read_committed(&self) -> bool {
         self.isolation_level == "read_committed"
     }
+
+    /// The format asked for: --format, -J, or the default.
+    pub fn output(&self) -> Format {
+        if self.json {
+            return Format::kcat_json();
+        }
+        self.format.clone().unwrap_or_else(Format::default_format)
+    }
 }
 
 pub async fn run(client: Client, args: ConsumeArgs, waiting: &Waiting) -> Result<(), Failure> {
     if let Some(group) = &args.group {
         return super::groups::consume_in_group(client, &args, group, waiting).await;
     }
-    let format = args.format.clone().unwrap_or_else(Format::default_format);
+    let format = args.output();
     let topic = match waiting.on(client.topic(&args.topic, false)).await? {
         Waited::Done(topic) => topic,
         Waited::Stopped => return Ok(()),

@@ -1,7 +1,7 @@
 //! kcat-style output formats for `consume --format`: `%t` topic, `%p` partition, `%o` offset,
 //! `%k` key, `%K` key length, `%s` value, `%S` value length, `%T` timestamp (ms), `%h` headers
 //! as `k=v,k2=v2`, `%%` a percent sign; `\n`, `\t`, `\r`, `\\` escapes. As in kcat, nothing is
-//! added at the end: put `\n` in the format.
+//! added at the end: put `\n` in the format. And kcat's `-J`: one JSON envelope per line.
 
 use std::io::{self, Write};
 
@@ -22,6 +22,8 @@ enum Piece {
     ValueLen,
     Timestamp,
     Headers,
+    /// kcat -J's envelope.
+    Envelope,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,17 @@ impl Format {
         let mut f = Self::parse(DEFAULT).expect("the default format parses");
         f.null = b"(null)";
         f
+    }
+
+    /// kcat's `-J`: `{"topic","partition","offset","tstype","ts","broker","headers","key",
+    /// "payload"}` and a newline. `headers` (name, value, name, value...) only when the record
+    /// has some; `broker` is -1 as from kcat on librdkafka before 1.5, which did not say which
+    /// broker a record came from; `tstype` is "create", the broker's only timestamp type.
+    pub fn kcat_json() -> Self {
+        Self {
+            pieces: vec![Piece::Envelope, Piece::Text(b"\n".to_vec())],
+            null: b"",
+        }
     }
 
     pub fn parse(spec: &str) -> Result<Self, String> {
@@ -119,6 +132,9 @@ impl Format {
                 Piece::Value => out.write_all(record.value.as_deref().unwrap_or(self.null))?,
                 Piece::ValueLen => write!(out, "{}", len(&record.value))?,
                 Piece::Timestamp => write!(out, "{}", record.timestamp)?,
+                Piece::Envelope => {
+                    serde_json::to_writer(&mut *out, &envelope(topic, partition, record))?
+                }
                 Piece::Headers => {
                     for (i, h) in record.headers().enumerate() {
                         if i > 0 {
@@ -132,6 +148,44 @@ impl Format {
             }
         }
         Ok(())
+    }
+}
+
+/// The kcat -J document of one record, its fields in kcat's order; keys, values and headers as
+/// text (invalid UTF-8 replaced).
+#[derive(serde::Serialize)]
+struct Envelope<'a> {
+    topic: &'a str,
+    partition: i32,
+    offset: i64,
+    tstype: &'static str,
+    ts: i64,
+    broker: i32,
+    /// Name, value, name, value...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    headers: Option<Vec<Option<String>>>,
+    key: Option<String>,
+    payload: Option<String>,
+}
+
+fn envelope<'a>(topic: &'a str, partition: i32, record: &Record) -> Envelope<'a> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let headers = (record.header_count() > 0).then(|| {
+        record
+            .headers()
+            .flat_map(|h| [Some(text(&h.key)), h.value.as_deref().map(text)])
+            .collect()
+    });
+    Envelope {
+        topic,
+        partition,
+        offset: record.offset,
+        tstype: "create",
+        ts: record.timestamp,
+        broker: -1,
+        headers,
+        key: record.key.as_deref().map(text),
+        payload: record.value.as_deref().map(text),
     }
 }
 
@@ -171,6 +225,31 @@ mod tests {
         assert_eq!(
             render(&f, &rec),
             "orders|4|0|order-8842|10|paid|4|1700000000123|a=1,b=|100%\n"
+        );
+    }
+
+    #[test]
+    fn kcat_json_envelopes() {
+        let headers = [
+            Header {
+                key: "seq",
+                value: Some(b"7"),
+            },
+            Header {
+                key: "trace",
+                value: None,
+            },
+        ];
+        assert_eq!(
+            render(&Format::kcat_json(), &record(Some(b"k"), &headers)),
+            "{\"topic\":\"orders\",\"partition\":4,\"offset\":0,\"tstype\":\"create\",\
+             \"ts\":1700000000123,\"broker\":-1,\"headers\":[\"seq\",\"7\",\"trace\",null],\
+             \"key\":\"k\",\"payload\":\"paid\"}\n"
+        );
+        assert_eq!(
+            render(&Format::kcat_json(), &record(None, &[])),
+            "{\"topic\":\"orders\",\"partition\":4,\"offset\":0,\"tstype\":\"create\",\
+             \"ts\":1700000000123,\"broker\":-1,\"key\":null,\"payload\":\"paid\"}\n"
         );
     }
 

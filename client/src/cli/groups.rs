@@ -1,18 +1,25 @@
-//! `client groups list | describe | lag | delete`, printed as kafka-consumer-groups.sh prints
-//! them, and `client consume TOPIC --group G`, which consumes as a group member.
+//! `client groups list | describe | lag | wait | reset-offsets | delete-offsets | delete`,
+//! printed as kafka-consumer-groups.sh prints them (or as JSON with `--format json`), and
+//! `client consume TOPIC --group G`, which consumes as a group member.
 
 mod describe;
 mod lag;
+mod reset;
+mod wait;
+mod when;
 
 use std::io::{self, BufWriter, Write};
 use std::time::Duration;
 
 use clap::Subcommand;
 use client::admin::{parse_group_state, GroupListing};
+use client::lag_status::DEFAULT_WINDOW;
 use client::{Admin, Client, GroupConfig, GroupConsumer, OffsetReset, PolledRecords, SeekTo};
+use serde_json::json;
 
 use super::consume::ConsumeArgs;
 use super::format::Format;
+use super::json::{self, Output};
 use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Subcommand)]
@@ -21,32 +28,48 @@ pub enum GroupsVerb {
     #[command(after_help = "Examples:
   client groups list
   client groups list --state
-  client groups list --state stable,empty")]
+  client groups list --state stable,empty
+  client groups list --format json")]
     List {
         /// Show each group's state; with STATES (comma-separated), only groups in those states
         #[arg(long, value_name = "STATES", num_args = 0..=1, default_missing_value = "")]
         state: Option<String>,
+        #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+        format: Output,
     },
     /// Describe groups as kafka-consumer-groups.sh --describe: offsets and lag per partition
     #[command(after_help = "Examples:
   client groups describe billing
   client groups describe billing --members
-  client groups describe billing --state")]
+  client groups describe billing --state
+  client groups describe --all-groups --time-lag
+  client groups describe billing --format json")]
     Describe {
         /// Groups to describe
-        #[arg(required = true, value_name = "GROUP")]
+        #[arg(required_unless_present = "all_groups", value_name = "GROUP")]
         groups: Vec<String>,
+        /// Every consumer group
+        #[arg(long, conflicts_with = "groups")]
+        all_groups: bool,
         /// One row per member: id, host, client id, partition count
         #[arg(long, conflicts_with = "state")]
         members: bool,
         /// The coordinator, assignor, state and member count
         #[arg(long)]
         state: bool,
+        /// A TIME-LAG column: the age of the oldest record not consumed yet
+        #[arg(long, conflicts_with_all = ["members", "state"])]
+        time_lag: bool,
+        #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+        format: Output,
     },
-    /// Per-partition lag with a bar per partition; --watch redraws it until Ctrl-C
+    /// Per-partition lag with a bar per partition; --watch redraws it until Ctrl-C, with a
+    /// Burrow-style status (OK, WARN, STALL, STOP) judged over the last --window looks
     #[command(after_help = "Examples:
   client groups lag billing
-  client groups lag billing --watch")]
+  client groups lag billing --time-lag
+  client groups lag billing --watch --window 10
+  client groups lag billing --format json")]
     Lag {
         group: String,
         /// Redraw every --interval seconds until interrupted
@@ -55,6 +78,38 @@ pub enum GroupsVerb {
         /// Seconds between redraws
         #[arg(long, default_value_t = 1, value_name = "SECONDS")]
         interval: u64,
+        /// A TIME-LAG column: the age of the oldest record not consumed yet
+        #[arg(long)]
+        time_lag: bool,
+        /// With --watch: looks a status is judged over (Burrow's intervals)
+        #[arg(long, default_value_t = DEFAULT_WINDOW, value_name = "N")]
+        window: usize,
+        #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+        format: Output,
+    },
+    /// Wait until every partition of the group (and of --topic) has at most --max-lag records
+    /// not consumed; exit 0 then, or 1 with the lag table after --timeout seconds
+    #[command(after_help = "Examples:
+  client groups wait billing --max-lag 0
+  client groups wait billing --max-lag 100 --topic orders --timeout 60")]
+    Wait(wait::WaitArgs),
+    /// Plan or make a reset of a group's committed offsets, as kafka-consumer-groups.sh
+    /// --reset-offsets (--dry-run, the default, only prints the plan)
+    #[command(name = "reset-offsets")]
+    ResetOffsets(reset::ResetArgs),
+    /// Delete a group's committed offsets of topics (OffsetDelete), as kafka-consumer-groups.sh
+    /// --delete-offsets
+    #[command(
+        name = "delete-offsets",
+        after_help = "Examples:
+  client groups delete-offsets billing --topic orders
+  client groups delete-offsets billing --topic orders:0,1"
+    )]
+    DeleteOffsets {
+        group: String,
+        /// A topic (every partition) or TOPIC:P,P.. ; repeatable
+        #[arg(long = "topic", required = true, value_name = "TOPIC[:P,..]", value_parser = reset::topic_arg)]
+        topics: Vec<(String, Option<Vec<i32>>)>,
     },
     /// Delete groups that have no members, with their committed offsets
     #[command(after_help = "Example:\n  client groups delete billing")]
@@ -66,36 +121,66 @@ pub enum GroupsVerb {
 
 pub async fn run(admin: &Admin, verb: GroupsVerb, waiting: &Waiting) -> Result<(), Failure> {
     match verb {
-        GroupsVerb::List { state } => waiting.finish(list(admin, state.as_deref())).await,
+        GroupsVerb::List { state, format } => {
+            waiting.finish(list(admin, state.as_deref(), format)).await
+        }
         GroupsVerb::Describe {
             groups,
+            all_groups,
             members,
             state,
+            time_lag,
+            format,
         } => {
-            let mut groups = groups;
-            // The tool describes groups in name order (a TreeMap).
-            groups.sort();
-            groups.dedup();
-            for group in &groups {
-                waiting
-                    .finish(describe_one(admin, group, members, state))
-                    .await?;
-            }
-            Ok(())
+            let view = describe::View {
+                members,
+                state,
+                time_lag,
+                format,
+            };
+            waiting
+                .finish(describe::run(admin, groups, all_groups, view))
+                .await
         }
         GroupsVerb::Lag {
             group,
             watch,
             interval,
+            time_lag,
+            window,
+            format,
         } => {
-            let every = Duration::from_secs(interval.max(1));
-            lag::run(admin, &group, watch, every, waiting).await
+            let view = lag::View {
+                watch,
+                every: Duration::from_secs(interval.max(1)),
+                time_lag,
+                window,
+                format,
+            };
+            lag::run(admin, &group, &view, waiting).await
+        }
+        GroupsVerb::Wait(args) => wait::run(admin, &args, waiting).await,
+        GroupsVerb::ResetOffsets(args) => waiting.finish(reset::run(admin, &args)).await,
+        GroupsVerb::DeleteOffsets { group, topics } => {
+            waiting
+                .finish(reset::delete_offsets(admin, &group, &topics))
+                .await
         }
         GroupsVerb::Delete { groups } => waiting.finish(delete(admin, &groups)).await,
     }
 }
 
-async fn list(admin: &Admin, state: Option<&str>) -> Result<(), Failure> {
+/// The consumer groups, sorted, optionally only those in `states`.
+async fn consumer_groups(admin: &Admin, states: &[&str]) -> Result<Vec<GroupListing>, Failure> {
+    Ok(admin
+        .list_groups(states)
+        .await?
+        .into_iter()
+        .filter(GroupListing::is_consumer_group)
+        .collect())
+}
+
+async fn list(admin: &Admin, state: Option<&str>, format: Output) -> Result<(), Failure> {
     let filter: Vec<&str> = match state {
         None | Some("") => Vec::new(),
         Some(states) => states
@@ -104,12 +189,11 @@ async fn list(admin: &Admin, state: Option<&str>) -> Result<(), Failure> {
             .collect::<client::Result<_>>()
             .map_err(|e| Failure::usage(e.to_string()))?,
     };
-    let groups: Vec<GroupListing> = admin
-        .list_groups(&filter)
-        .await?
-        .into_iter()
-        .filter(GroupListing::is_consumer_group)
-        .collect();
+    let groups = consumer_groups(admin, &filter).await?;
+    if format == Output::Json {
+        let docs: Vec<serde_json::Value> = groups.iter().map(json::listing).collect();
+        return json::print(&json!({ "groups": docs }));
+    }
     let mut out = io::stdout().lock();
     let Some(_) = state else {
         for g in &groups {
@@ -129,28 +213,6 @@ async fn list(admin: &Admin, state: Option<&str>) -> Result<(), Failure> {
         let state = g.state.as_deref().unwrap_or("Unknown");
         writeln!(out, "{:<width$} {state:<20}", g.group_id)?;
     }
-    Ok(())
-}
-
-async fn describe_one(
-    admin: &Admin,
-    group: &str,
-    members: bool,
-    state: bool,
-) -> Result<(), Failure> {
-    let printed = if members {
-        describe::members(&admin.describe_group(group).await?)
-    } else if state {
-        describe::state(&admin.describe_group(group).await?)
-    } else {
-        describe::offsets(&admin.group_lag(group).await?)
-    }
-    .map_err(Failure::new)?;
-    // stderr first: the tool prints its note before the table.
-    eprint!("{}", printed.stderr);
-    let mut out = io::stdout().lock();
-    out.write_all(printed.stdout.as_bytes())?;
-    out.flush()?;
     Ok(())
 }
 
@@ -225,7 +287,7 @@ pub async fn consume_in_group(
     config.allow_auto_create_topics = false;
     let mut member = GroupConsumer::new(client, config)?;
     member.subscribe([args.topic.as_str()])?;
-    let format = args.format.clone().unwrap_or_else(Format::default_format);
+    let format = args.output();
     let printed = match consume_loop(&mut member, args, &format, waiting).await {
         LoopEnd::Unanswered(failure) => return Err(failure),
         LoopEnd::Printed(printed) => Ok(printed),

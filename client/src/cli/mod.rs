@@ -1,8 +1,10 @@
 //! The `client` command line: arguments, and one module per verb.
 
+mod check;
 mod consume;
 mod format;
 mod groups;
+mod json;
 mod partition;
 mod produce;
 mod report;
@@ -15,6 +17,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use client::{Admin, Client, ClientConfig, OffsetSpec};
+use serde_json::json;
+
+use json::Output;
 
 pub use report::Failure;
 pub use waiting::{Waited, Waiting};
@@ -30,6 +35,8 @@ pub use waiting::{Waited, Waiting};
   client consume orders --exit
   client consume orders --group billing
   client groups describe billing
+  client groups wait billing --max-lag 0
+  client check order orders --seq header:seq
   client partition order-8842 --partitions 12 --to 24"
 )]
 pub struct Cli {
@@ -43,8 +50,9 @@ pub struct Cli {
         value_name = "HOST:PORT"
     )]
     pub bootstrap: String,
-    /// Seconds any wait on the cluster may take (a request with its retries, a poll, a redraw)
-    #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
+    /// Seconds any wait on the cluster may take (a request with its retries, a poll, a redraw;
+    /// all of `groups wait`): 30, 30s or 2m
+    #[arg(long, global = true, default_value = "30", value_name = "SECONDS", value_parser = seconds)]
     pub timeout: u64,
     #[command(subcommand)]
     pub verb: Verb,
@@ -59,17 +67,38 @@ pub enum Verb {
     Produce(produce::ProduceArgs),
     /// Print records to stdout
     Consume(consume::ConsumeArgs),
-    /// Consumer groups: list, describe (as kafka-consumer-groups.sh), lag, delete
+    /// Consumer groups: list, describe (as kafka-consumer-groups.sh), lag, wait, reset offsets,
+    /// delete
     #[command(subcommand)]
     Groups(groups::GroupsVerb),
     /// Earliest and latest offset of each partition
-    #[command(after_help = "Example:\n  client offsets orders")]
+    #[command(
+        after_help = "Examples:\n  client offsets orders\n  client offsets orders --format json"
+    )]
     Offsets {
         /// Topic to look up
         topic: String,
+        #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+        format: Output,
     },
+    /// Checks on a topic's records: per-key order
+    #[command(subcommand)]
+    Check(check::CheckVerb),
     /// Which partition keys go to under Kafka's partitioner, and which move when a topic grows
     Partition(partition::PartitionArgs),
+}
+
+/// `--timeout`: whole seconds, optionally with `s`, or minutes with `m`.
+fn seconds(s: &str) -> Result<u64, String> {
+    let (digits, scale) = match s.strip_suffix('m') {
+        Some(minutes) => (minutes, 60),
+        None => (s.strip_suffix('s').unwrap_or(s), 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{s}' is not a number of seconds: use 30, 30s or 2m"))
 }
 
 pub async fn run(cli: Cli) -> Result<(), Failure> {
@@ -96,17 +125,26 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Verb::Produce(args) => produce::run(client, args, &waiting).await,
         Verb::Consume(args) => consume::run(client, args, &waiting).await,
         Verb::Groups(verb) => groups::run(&Admin::new(client), verb, &waiting).await,
-        Verb::Offsets { topic } => {
+        Verb::Offsets { topic, format } => {
             let admin = Admin::new(client);
-            waiting.finish(offsets(&admin, &topic)).await
+            waiting.finish(offsets(&admin, &topic, format)).await
         }
+        Verb::Check(verb) => check::run(&client, verb, &waiting).await,
         Verb::Partition(_) => unreachable!("handled without a broker"),
     }
 }
 
-async fn offsets(admin: &Admin, topic: &str) -> Result<(), Failure> {
+async fn offsets(admin: &Admin, topic: &str, format: Output) -> Result<(), Failure> {
     let earliest = admin.list_offsets(topic, OffsetSpec::Earliest).await?;
     let latest = admin.list_offsets(topic, OffsetSpec::Latest).await?;
+    if format == Output::Json {
+        let partitions: Vec<serde_json::Value> = earliest
+            .iter()
+            .zip(&latest)
+            .map(|(e, l)| json!({"partition": e.partition, "earliest": e.offset, "latest": l.offset}))
+            .collect();
+        return json::print(&json!({"topic": topic, "partitions": partitions}));
+    }
     let rows: Vec<Vec<String>> = earliest
         .iter()
         .zip(&latest)
@@ -134,6 +172,15 @@ async fn offsets(admin: &Admin, topic: &str) -> Result<(), Failure> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn timeouts_in_seconds_or_minutes() {
+        assert_eq!(seconds("30"), Ok(30));
+        assert_eq!(seconds("30s"), Ok(30));
+        assert_eq!(seconds("2m"), Ok(120));
+        assert!(seconds("2h").is_err());
+        assert!(seconds("-1").is_err());
+    }
 
     #[test]
     fn the_argument_definitions_are_consistent() {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use client::record::Header;
 use client::{Acks, Client, Compression, DeliveryFuture, Error, Producer, ProducerConfig};
 use client::{ProducerRecord, RecordMetadata};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -15,13 +16,17 @@ use super::{Failure, Waited, Waiting};
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   printf 'order-1:paid\\norder-2:new\\n' | client produce orders -K :
-  seq 1000 | client produce numbers --partition 0 --acks 1 --compression zstd")]
+  seq 1000 | client produce numbers --partition 0 --acks 1 --compression zstd
+  echo '{\"id\":1}' | client produce events -H source=billing -H trace")]
 pub struct ProduceArgs {
     /// Topic to write to
     pub topic: String,
     /// Split each line at the first DELIM into key and value (kcat -K); lines without it get no key
     #[arg(short = 'K', long = "key-delimiter", value_name = "DELIM")]
     pub key_delimiter: Option<String>,
+    /// A header on every record, NAME=VALUE (NAME alone: a null value); repeatable (kcat -H)
+    #[arg(short = 'H', long = "header", value_name = "NAME=VALUE", value_parser = header_arg)]
+    pub headers: Vec<(String, Option<String>)>,
     /// Send every record to this partition instead of partitioning by key
     #[arg(short, long, value_name = "P")]
     pub partition: Option<i32>,
@@ -88,6 +93,18 @@ impl Tally {
     }
 }
 
+/// kcat's -H: `name=value`, or `name` for a header with a null value.
+fn header_arg(s: &str) -> Result<(String, Option<String>), String> {
+    let (name, value) = match s.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_string())),
+        None => (s, None),
+    };
+    if name.is_empty() {
+        return Err(format!("'{s}' has no header name: use NAME=VALUE"));
+    }
+    Ok((name.to_string(), value))
+}
+
 /// kcat's -K: key before the first delimiter, value after; no delimiter, no key.
 fn split_key<'a>(line: &'a [u8], delimiter: Option<&[u8]>) -> (Option<&'a [u8]>, &'a [u8]) {
     let Some(d) = delimiter.filter(|d| !d.is_empty()) else {
@@ -121,6 +138,14 @@ pub async fn run(client: Client, args: ProduceArgs, waiting: &Waiting) -> Result
         tally
     });
     let delimiter = args.key_delimiter.as_deref().map(str::as_bytes);
+    let headers: Vec<Header<'_>> = args
+        .headers
+        .iter()
+        .map(|(key, value)| Header {
+            key,
+            value: value.as_deref().map(str::as_bytes),
+        })
+        .collect();
     let mut input = BufReader::new(tokio::io::stdin());
     let mut line = Vec::with_capacity(4096);
     let mut send_error = None;
@@ -139,7 +164,9 @@ pub async fn run(client: Client, args: ProduceArgs, waiting: &Waiting) -> Result
             line.pop();
         }
         let (key, value) = split_key(&line, delimiter);
-        let mut record = ProducerRecord::new(&args.topic).value(value);
+        let mut record = ProducerRecord::new(&args.topic)
+            .value(value)
+            .headers(&headers);
         record.key = key;
         record.partition = args.partition;
         // The send's own error is reported below with the counts; only the wait is bounded here.
@@ -208,6 +235,20 @@ mod tests {
             (Some(&b"a"[..]), &b"b"[..])
         );
         assert_eq!(split_key(b"a:b", None), (None, &b"a:b"[..]));
+    }
+
+    #[test]
+    fn headers_with_and_without_a_value() {
+        assert_eq!(
+            header_arg("seq=a=1"),
+            Ok(("seq".into(), Some("a=1".into())))
+        );
+        assert_eq!(header_arg("trace"), Ok(("trace".into(), None)));
+        assert_eq!(
+            header_arg("empty="),
+            Ok(("empty".into(), Some(String::new())))
+        );
+        assert!(header_arg("=v").is_err());
     }
 
     #[test]

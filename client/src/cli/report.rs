@@ -86,11 +86,48 @@ pub fn explain(err: &Error) -> String {
              {topic} --partitions N`"
         ),
         Error::Server(s) => server(s),
+        // A broker that leaves an API out (some Kafka-protocol brokers offer no
+        // CreatePartitions, say) is not too old: it cannot do this, whatever its version.
+        Error::Protocol(client::ProtocolError::UnsupportedVersion {
+            api, broker: None, ..
+        }) => format!(
+            "the broker does not offer the {api} API (it is not in its ApiVersions answer): \
+             this cluster cannot do what the command asks"
+        ),
         Error::Protocol(client::ProtocolError::UnsupportedVersion { .. }) => {
-            format!("{err}: this client needs Kafka 2.1 or newer")
+            format!("{err}: this client speaks the versions of Kafka 2.1 and newer")
         }
         other => other.to_string(),
     }
+}
+
+/// Which change to a topic failed: the same code asks for different fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicChange {
+    Create,
+    Alter,
+}
+
+/// [`explain`], with the hint that fits `verb` where the code means something else for it (an
+/// INVALID_PARTITIONS from a create is a count below 1, from an alter a count that would shrink).
+pub fn explain_topic_change(err: &Error, verb: TopicChange) -> String {
+    let Error::Server(s) = err else {
+        return explain(err);
+    };
+    let hint = match (verb, s.kind()) {
+        (TopicChange::Create, ResponseError::InvalidPartitions) => {
+            "give --partitions 1 or more, or -1 for the broker's default"
+        }
+        (TopicChange::Create, ResponseError::InvalidReplicationFactor) => {
+            "ask for no more replicas than there are brokers, or -1 for the broker's default"
+        }
+        (_, ResponseError::InvalidConfig) => {
+            "use a topic config Kafka knows, with a value of its type \
+             (https://kafka.apache.org/documentation/#topicconfigs)"
+        }
+        _ => return explain(err),
+    };
+    format!("{s}: {hint}")
 }
 
 fn transport(t: &TransportError) -> String {
@@ -175,6 +212,52 @@ mod tests {
         assert_eq!(
             explain(&Error::Server(ServerError::new(87))),
             "INVALID_RECORD (87)"
+        );
+    }
+
+    #[test]
+    fn a_missing_api_is_named_not_blamed_on_the_version() {
+        let missing = Error::Protocol(client::ProtocolError::UnsupportedVersion {
+            api: "CreatePartitions",
+            broker: None,
+            client: (0, 3),
+        });
+        let line = explain(&missing);
+        assert_eq!(
+            line,
+            "the broker does not offer the CreatePartitions API (it is not in its ApiVersions \
+             answer): this cluster cannot do what the command asks"
+        );
+        assert!(!line.contains("Kafka 2.1"), "{line}");
+        let old = Error::Protocol(client::ProtocolError::UnsupportedVersion {
+            api: "Fetch",
+            broker: Some((0, 3)),
+            client: (4, 12),
+        });
+        assert_eq!(
+            explain(&old),
+            "Fetch: the broker speaks versions 0..=3, this client 4..=12: this client speaks the \
+             versions of Kafka 2.1 and newer"
+        );
+    }
+
+    #[test]
+    fn create_and_alter_get_the_advice_of_their_verb() {
+        let invalid = Error::Server(ServerError::new(37).topic("orders"));
+        let create = explain_topic_change(&invalid, TopicChange::Create);
+        assert_eq!(
+            create,
+            "INVALID_PARTITIONS (37) on topic orders: give --partitions 1 or more, or -1 for the \
+             broker's default"
+        );
+        let alter = explain_topic_change(&invalid, TopicChange::Alter);
+        assert!(alter.contains("a topic can only grow"), "{alter}");
+        let config = Error::Server(ServerError::new(40).topic("orders"));
+        assert!(explain_topic_change(&config, TopicChange::Create).contains("#topicconfigs"));
+        let exists = Error::Server(ServerError::new(36).topic("orders"));
+        assert_eq!(
+            explain_topic_change(&exists, TopicChange::Create),
+            explain(&exists)
         );
     }
 }

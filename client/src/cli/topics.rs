@@ -1,28 +1,52 @@
-//! `client topics list | describe | create | alter | delete`, printed as kafka-topics.sh does.
+//! `client topics list | describe | create | alter | delete`, printed as kafka-topics.sh does
+//! (or as one JSON document with `--format json`).
 
 use std::io::{self, Write};
 
 use clap::Subcommand;
+use client::admin::ConfigEntry;
 use client::{Admin, NewTopic, TopicInfo};
+use serde_json::json;
 
+use super::json::{self, Output};
+use super::report::{explain_topic_change, TopicChange};
 use super::Failure;
 
 #[derive(Debug, Subcommand)]
 pub enum TopicsVerb {
     /// List topic names, one per line
-    #[command(after_help = "Example:\n  client topics list")]
-    List,
-    /// Describe a topic's partitions, leaders and replicas (every topic when none is named)
-    #[command(after_help = "Example:\n  client topics describe orders")]
-    Describe { topic: Option<String> },
+    #[command(after_help = "Examples:\n  client topics list\n  client topics list --format json")]
+    List {
+        #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+        format: Output,
+    },
+    /// Describe a topic's partitions, leaders, replicas and the configs set on it (every topic
+    /// when none is named)
+    #[command(
+        after_help = "Examples:\n  client topics describe orders\n  client topics describe --format json"
+    )]
+    Describe {
+        topic: Option<String>,
+        #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+        format: Output,
+    },
     /// Create a topic
-    #[command(after_help = "Example:\n  client topics create orders --partitions 12")]
+    #[command(after_help = "Examples:
+  client topics create orders --partitions 12
+  client topics create audit --partitions -1 --config retention.ms=86400000")]
     Create {
         topic: String,
-        #[arg(short, long, value_name = "N")]
+        /// Partitions; -1: the broker's default (--default-partitions)
+        #[arg(short, long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
         partitions: i32,
-        /// Replicas per partition (default: the broker's)
-        #[arg(short, long, value_name = "N", default_value_t = -1, hide_default_value = true)]
+        /// Replicas per partition; -1: the broker's default
+        #[arg(
+            short,
+            long,
+            value_name = "N",
+            default_value_t = -1,
+            allow_negative_numbers = true
+        )]
         replication_factor: i16,
         /// Topic configuration, repeatable
         #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
@@ -49,21 +73,33 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 pub async fn run(admin: &Admin, verb: TopicsVerb) -> Result<(), Failure> {
     let stdout = io::stdout();
     match verb {
-        TopicsVerb::List => {
+        TopicsVerb::List { format } => {
             let names = admin.list_topics().await?;
+            if format == Output::Json {
+                return json::print(&json!({ "topics": names }));
+            }
             let mut out = stdout.lock();
             for name in names {
                 writeln!(out, "{name}")?;
             }
         }
-        TopicsVerb::Describe { topic } => {
+        TopicsVerb::Describe { topic, format } => {
             let topics = match &topic {
                 Some(name) => vec![admin.describe_topic(name).await?],
                 None => admin.describe_topics(None).await?,
             };
+            let mut described = Vec::with_capacity(topics.len());
+            for t in topics {
+                let configs = admin.describe_topic_configs(&t.name).await?;
+                described.push((t, configs));
+            }
+            if format == Output::Json {
+                let docs: Vec<_> = described.iter().map(|(t, c)| topic_json(t, c)).collect();
+                return json::print(&json!({ "topics": docs }));
+            }
             let mut out = stdout.lock();
-            for t in &topics {
-                describe(&mut out, t)?;
+            for (t, configs) in &described {
+                describe(&mut out, t, configs)?;
             }
         }
         TopicsVerb::Create {
@@ -78,11 +114,17 @@ pub async fn run(admin: &Admin, verb: TopicsVerb) -> Result<(), Failure> {
                 replication_factor,
                 configs,
             };
-            admin.create_topic(&new).await?;
+            admin
+                .create_topic(&new)
+                .await
+                .map_err(|e| Failure::new(explain_topic_change(&e, TopicChange::Create)))?;
             writeln!(stdout.lock(), "Created topic {topic}.")?;
         }
         TopicsVerb::Alter { topic, partitions } => {
-            admin.create_partitions(&topic, partitions).await?;
+            admin
+                .create_partitions(&topic, partitions)
+                .await
+                .map_err(|e| Failure::new(explain_topic_change(&e, TopicChange::Alter)))?;
             writeln!(
                 stdout.lock(),
                 "Topic {topic} now has {partitions} partitions."
@@ -96,18 +138,25 @@ pub async fn run(admin: &Admin, verb: TopicsVerb) -> Result<(), Failure> {
     Ok(())
 }
 
-/// kafka-topics.sh --describe layout: a topic line, then a tab-indented line per partition.
-fn describe(out: &mut impl Write, t: &TopicInfo) -> io::Result<()> {
+/// kafka-topics.sh --describe layout: a topic line ending with the configs that are not
+/// defaults, then a tab-indented line per partition.
+fn describe(out: &mut impl Write, t: &TopicInfo, configs: &[ConfigEntry]) -> io::Result<()> {
     let ids = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
     write!(out, "Topic: {}", t.name)?;
     if !t.id.is_nil() {
         write!(out, "\tTopicId: {}", kafka_uuid(&t.id))?;
     }
+    let set: Vec<String> = configs
+        .iter()
+        .filter(|c| !c.is_default())
+        .map(|c| format!("{}={}", c.name, c.value.as_deref().unwrap_or("null")))
+        .collect();
     writeln!(
         out,
-        "\tPartitionCount: {}\tReplicationFactor: {}",
+        "\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
         t.partition_count(),
-        t.replication_factor()
+        t.replication_factor(),
+        set.join(",")
     )?;
     for p in &t.partitions {
         let leader = if p.leader < 0 {
@@ -126,6 +175,38 @@ fn describe(out: &mut impl Write, t: &TopicInfo) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// One topic of `topics describe --format json`, with the configs set on it (name to value).
+fn topic_json(t: &TopicInfo, configs: &[ConfigEntry]) -> serde_json::Value {
+    let set: serde_json::Map<String, serde_json::Value> = configs
+        .iter()
+        .filter(|c| !c.is_default())
+        .map(|c| (c.name.clone(), json!(c.value)))
+        .collect();
+    let partitions: Vec<serde_json::Value> = t
+        .partitions
+        .iter()
+        .map(|p| {
+            json!({
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": p.replicas,
+                "isr": p.isr,
+                "offline_replicas": p.offline_replicas,
+            })
+        })
+        .collect();
+    json!({
+        "name": t.name,
+        "id": (!t.id.is_nil()).then(|| kafka_uuid(&t.id)),
+        "internal": t.internal,
+        "partition_count": t.partition_count(),
+        "replication_factor": t.replication_factor(),
+        "configs": set,
+        "partitions": partitions,
+    })
 }
 
 /// Kafka prints topic ids as URL-safe base64 without padding (`Uuid.toString()` in Java).
@@ -148,6 +229,7 @@ fn kafka_uuid(id: &uuid::Uuid) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use client::admin::ConfigSource;
     use client::PartitionInfo;
 
     #[test]
@@ -173,12 +255,26 @@ mod tests {
                 error_code: 0,
             }],
         };
+        let entry = |name: &str, source| ConfigEntry {
+            name: name.into(),
+            value: Some("1000".into()),
+            source,
+            read_only: false,
+            sensitive: false,
+        };
+        let configs = [
+            entry("retention.ms", ConfigSource::DynamicTopicConfig),
+            entry("segment.ms", ConfigSource::DefaultConfig),
+        ];
         let mut out = Vec::new();
-        describe(&mut out, &t).unwrap();
+        describe(&mut out, &t, &configs).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "Topic: orders\tPartitionCount: 1\tReplicationFactor: 1\n\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\n"
+            "Topic: orders\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: retention.ms=1000\n\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\n"
         );
+        let doc = topic_json(&t, &configs);
+        assert_eq!(doc["configs"], json!({"retention.ms": "1000"}));
+        assert_eq!(doc["partitions"][0]["isr"], json!([1]));
         assert_eq!(key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
         assert!(key_value("ab").is_err());
     }

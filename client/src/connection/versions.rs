@@ -45,6 +45,9 @@ pub const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::OffsetDelete, 0, 0),
+    // Topic configs; v1 reports where each value comes from.
+    (ApiKey::DescribeConfigs, 1, 4),
 ];
 
 const SOFTWARE_NAME: &str = "workshop-client";

@@ -4,8 +4,10 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use broker::{Broker, BrokerConfig};
+use client::{Client, ClientConfig, GroupConfig, GroupConsumer, OffsetReset};
 
 /// What one run of the binary left: its exit code and everything it printed.
 pub struct Run {
@@ -57,4 +59,33 @@ pub async fn broker() -> Broker {
     })
     .await
     .unwrap()
+}
+
+/// A member of `group` subscribed to `topic`, once it owns `partitions` of it; it commits only
+/// when told to.
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub async fn member(
+    addr: SocketAddr,
+    group: &str,
+    topic: &str,
+    partitions: usize,
+) -> GroupConsumer {
+    let client = Client::connect(ClientConfig::new(&addr.to_string()))
+        .await
+        .unwrap();
+    let mut config = GroupConfig::new(group);
+    config.auto_commit = false;
+    config.consumer.max_wait = Duration::from_millis(50);
+    config.consumer.auto_offset_reset = OffsetReset::Earliest;
+    let mut member = GroupConsumer::new(client, config).unwrap();
+    member.subscribe([topic]).unwrap();
+    let joined = async {
+        while member.assignment().len() < partitions {
+            member.poll().await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), joined)
+        .await
+        .expect("the member joins");
+    member
 }

@@ -232,6 +232,16 @@ async fn lag_is_log_end_minus_committed_and_the_metrics_endpoint_shows_it() {
             "missing {line:?} in\n{body}"
         );
     }
+    // Time lag: the oldest record not consumed on partition 0 (offset 2) is stamped 1002, so a
+    // scrape at 61002 sees it 60 s old; partition 1 has no lag, so none.
+    let at = broker::metrics::render(broker.state(), 61_002);
+    for line in [
+        "# TYPE kafka_consumergroup_group_lag_seconds gauge",
+        "kafka_consumergroup_group_lag_seconds{group=\"lagging\",topic=\"orders\",partition=\"0\"} 60",
+        "kafka_consumergroup_group_lag_seconds{group=\"lagging\",topic=\"orders\",partition=\"1\"} 0",
+    ] {
+        assert!(at.lines().any(|l| l == line), "missing {line:?} in\n{at}");
+    }
     // Nothing committed on partition 2: neither an offset nor a lag line for it.
     assert!(!body
         .lines()

@@ -40,6 +40,19 @@ pub struct LabReport {
     /// computed from the figures, never assumed.
     pub shown: bool,
     pub figures: serde_json::Value,
+    /// Phases the cluster could not run (it lacks an API they need), and why; the verdict
+    /// covers the others. Left out of the JSON when every phase ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedPhase>,
+}
+
+/// A phase that could not run on the lab's cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedPhase {
+    /// The phase's title.
+    pub phase: String,
+    /// `this cluster does not offer CreatePartitions`.
+    pub reason: String,
 }
 
 impl LabReport {
@@ -57,7 +70,15 @@ impl LabReport {
             expected,
             shown,
             figures,
+            skipped: Vec::new(),
         })
+    }
+
+    /// The same, with the phases that did not run (the verdict, `shown`, already leaves their
+    /// checks out).
+    pub fn skipping(mut self, skipped: Vec<SkippedPhase>) -> Self {
+        self.skipped = skipped;
+        self
     }
 
     /// The exit code of the verdict: 0 when the phenomenon appeared, 1 when it did not.
@@ -125,6 +146,7 @@ mod tests {
             expected: "something happens".into(),
             shown: false,
             figures: serde_json::json!({"n": 3}),
+            skipped: Vec::new(),
         };
         let value: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(
@@ -133,6 +155,15 @@ mod tests {
         );
         assert_eq!(report.exit_code(), 1);
         assert!(!report.to_json().contains('\n'));
+        let skipping = report.skipping(vec![SkippedPhase {
+            phase: "grow".into(),
+            reason: "this cluster does not offer CreatePartitions".into(),
+        }]);
+        let value: serde_json::Value = serde_json::from_str(&skipping.to_json()).unwrap();
+        assert_eq!(
+            value["skipped"],
+            serde_json::json!([{"phase": "grow", "reason": "this cluster does not offer CreatePartitions"}])
+        );
     }
 
     #[test]

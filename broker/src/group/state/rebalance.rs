@@ -105,11 +105,13 @@ impl Group {
         self.pending_sync.clear();
         if self.members.is_empty() {
             self.protocol_name = None;
+            self.subscribed_topics = self.compute_subscribed_topics();
             self.transition(GroupState::Empty);
             info!(group = %self.id, generation = self.generation, "group is now empty");
             return;
         }
         self.protocol_name = self.select_protocol();
+        self.subscribed_topics = self.compute_subscribed_topics();
         self.transition(GroupState::CompletingRebalance);
         info!(group = %self.id, generation = self.generation, members = self.members.len(),
             protocol = ?self.protocol_name, "join phase complete");

@@ -1,9 +1,105 @@
 //! `client groups describe`, printed exactly as kafka-consumer-groups.sh --describe prints it
 //! (Kafka 4.x `ConsumerGroupCommand`): the same columns, widths and padding, each line started
 //! with a newline as the tool's printf formats start with "\n", and the same notes on stderr.
-//! Everything here builds text; nothing prints, so the tests compare exact output.
+//! Everything here but [`run`] builds text; nothing else prints, so the tests compare exact
+//! output. `--time-lag` adds a TIME-LAG column after LAG (the tool has none); `--format json`
+//! prints one document for all the groups.
+
+use std::io::Write;
 
 use client::admin::{GroupDescription, GroupLag};
+use client::Admin;
+use serde_json::{json, Value};
+
+use super::super::json::{self, Output};
+use super::super::Failure;
+use super::when::now_ms;
+
+/// What `groups describe` shows.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    pub members: bool,
+    pub state: bool,
+    pub time_lag: bool,
+    pub format: Output,
+}
+
+/// Describes `groups` (every consumer group with `all`), in name order as the tool does (a
+/// TreeMap).
+pub async fn run(admin: &Admin, groups: Vec<String>, all: bool, view: View) -> Result<(), Failure> {
+    let mut groups = if all {
+        super::consumer_groups(admin, &[])
+            .await?
+            .into_iter()
+            .map(|g| g.group_id)
+            .collect()
+    } else {
+        groups
+    };
+    groups.sort();
+    groups.dedup();
+    if view.format == Output::Json {
+        let mut docs = Vec::with_capacity(groups.len());
+        for group in &groups {
+            docs.push(group_json(admin, group, view.time_lag).await?);
+        }
+        return json::print(&json!({ "groups": docs }));
+    }
+    for group in &groups {
+        let printed = if view.members {
+            members(&admin.describe_group(group).await?)
+        } else if view.state {
+            state(&admin.describe_group(group).await?)
+        } else if view.time_lag {
+            offsets(&admin.group_time_lag(group).await?, Some(now_ms()))
+        } else {
+            offsets(&admin.group_lag(group).await?, None)
+        }
+        .map_err(Failure::new)?;
+        // stderr first: the tool prints its note before the table.
+        eprint!("{}", printed.stderr);
+        let mut out = std::io::stdout().lock();
+        out.write_all(printed.stdout.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// One group of `describe --format json`: its description, and its partitions as rows.
+async fn group_json(admin: &Admin, group: &str, time_lag: bool) -> Result<Value, Failure> {
+    let lag = if time_lag {
+        admin.group_time_lag(group).await?
+    } else {
+        admin.group_lag(group).await?
+    };
+    Ok(lag_json(&lag, time_lag.then(now_ms)))
+}
+
+/// A group's lag as JSON: the group's fields, `total_lag` and `partitions`.
+pub fn lag_json(lag: &GroupLag, now_ms: Option<i64>) -> Value {
+    let mut doc = json::group(&lag.description);
+    let rows: Vec<Value> = lag
+        .partitions
+        .iter()
+        .map(|p| json::partition(p, now_ms))
+        .collect();
+    doc.insert("total_lag".into(), json!(lag.total()));
+    doc.insert("partitions".into(), json!(rows));
+    Value::Object(doc)
+}
+
+/// A time lag for a column: milliseconds under a second, then seconds, minutes, hours.
+pub fn age(ms: Option<i64>) -> String {
+    let Some(ms) = ms else {
+        return MISSING.to_string();
+    };
+    match ms {
+        ..=999 => format!("{ms}ms"),
+        1_000..=59_999 => format!("{:.1}s", ms as f64 / 1_000.0),
+        60_000..=3_599_999 => format!("{}m{:02}s", ms / 60_000, ms % 60_000 / 1_000),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms % 3_600_000 / 60_000),
+    }
+}
 
 /// What one view prints, per stream.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -48,8 +144,9 @@ fn state_note(group: &str, state: &str, rows: usize, out: &mut Printed) -> Resul
     Ok(rows > 0)
 }
 
-/// The default view: one row per partition with offsets, lag and owner.
-pub fn offsets(lag: &GroupLag) -> Result<Printed, String> {
+/// The default view: one row per partition with offsets, lag and owner; with `time_lag_at`
+/// (now, epoch ms), a TIME-LAG column after LAG.
+pub fn offsets(lag: &GroupLag, time_lag_at: Option<i64>) -> Result<Printed, String> {
     let group = lag.description.group_id.as_str();
     let mut out = Printed::default();
     if !state_note(
@@ -63,50 +160,69 @@ pub fn offsets(lag: &GroupLag) -> Result<Printed, String> {
     let owner = |f: fn(&client::admin::Owner) -> &str, r: &client::admin::PartitionLag| {
         r.owner.as_ref().map_or(MISSING, f).to_string()
     };
-    let rows: Vec<[String; 9]> = lag
+    let rows: Vec<Vec<String>> = lag
         .partitions
         .iter()
         .map(|r| {
-            [
+            let mut row = vec![
                 group.to_string(),
                 r.topic.clone(),
                 r.partition.to_string(),
                 opt(r.current_offset),
                 opt(r.log_end_offset),
                 opt(r.lag),
+            ];
+            if let Some(now) = time_lag_at {
+                row.push(age(r.time_lag_ms(now)));
+            }
+            row.extend([
                 owner(|o| &o.member_id, r),
                 owner(|o| &o.host, r),
                 owner(|o| &o.client_id, r),
-            ]
+            ]);
+            row
         })
         .collect();
-    let widest = |col: usize| {
-        rows.iter()
-            .map(|r| r[col].chars().count())
-            .fold(15, usize::max)
-    };
-    let widths = [widest(0), widest(1), 10, 15, 15, 15, widest(6), widest(7)];
-    let line = |cells: [&str; 9]| {
-        let mut text = String::from("\n");
-        for (cell, width) in cells.iter().zip(widths) {
-            text += &pad(cell, width);
-            text.push(' ');
-        }
-        text + cells[8]
-    };
-    out.stdout += &line([
+    let mut header = vec![
         "GROUP",
         "TOPIC",
         "PARTITION",
         "CURRENT-OFFSET",
         "LOG-END-OFFSET",
         "LAG",
-        "CONSUMER-ID",
-        "HOST",
-        "CLIENT-ID",
-    ]);
+    ];
+    if time_lag_at.is_some() {
+        header.push("TIME-LAG");
+    }
+    header.extend(["CONSUMER-ID", "HOST", "CLIENT-ID"]);
+    let columns = header.len();
+    let widest = |col: usize| {
+        rows.iter()
+            .map(|r| r[col].chars().count())
+            .fold(15, usize::max)
+    };
+    // GROUP and TOPIC as wide as their values, PARTITION 10, the figures 15, then CONSUMER-ID
+    // and HOST as wide as theirs; CLIENT-ID last, unpadded.
+    let widths: Vec<usize> = (0..columns - 1)
+        .map(|col| match col {
+            0 | 1 => widest(col),
+            2 => 10,
+            c if c >= columns - 3 => widest(c),
+            _ => 15,
+        })
+        .collect();
+    let line = |cells: &[&str]| {
+        let mut text = String::from("\n");
+        for (cell, width) in cells.iter().zip(&widths) {
+            text += &pad(cell, *width);
+            text.push(' ');
+        }
+        text + cells[columns - 1]
+    };
+    out.stdout += &line(&header);
     for r in &rows {
-        out.stdout += &line(std::array::from_fn(|i| r[i].as_str()));
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        out.stdout += &line(&cells);
     }
     out.stdout.push('\n');
     Ok(out)
@@ -271,6 +387,7 @@ mod tests {
                 host: "/127.0.0.1".into(),
                 client_id: "rdkafka".into(),
             }),
+            oldest_unconsumed: None,
         }
     }
 
@@ -285,7 +402,7 @@ mod tests {
                 row(2, Some(33), 33, Some(ID_B)),
             ],
         };
-        let out = offsets(&lag).unwrap();
+        let out = offsets(&lag, None).unwrap();
         let expected = "
 GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID                                  HOST            CLIENT-ID
 demo            orders          0          40              42              2               rdkafka-3f2a9c1e-7b4d-4e8a-9c61-2d5f0a7b8e13 /127.0.0.1      rdkafka
@@ -297,12 +414,64 @@ demo            orders          2          33              33              0    
     }
 
     #[test]
+    fn time_lag_gets_a_column_after_lag() {
+        let mut late = row(0, Some(40), 42, Some(ID_A));
+        late.oldest_unconsumed = Some(1_000);
+        let lag = GroupLag {
+            description: description("Stable", vec![member(ID_A, &[0, 1])]),
+            partitions: vec![late, row(1, Some(17), 17, Some(ID_A))],
+        };
+        let out = offsets(&lag, Some(91_500)).unwrap();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(
+            lines[1],
+            "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             TIME-LAG        CONSUMER-ID                                  HOST            CLIENT-ID"
+        );
+        assert_eq!(
+            lines[2],
+            format!("demo            orders          0          40              42              2               1m30s           {ID_A} /127.0.0.1      rdkafka")
+        );
+        assert!(lines[3].contains(" 0               0ms             rdkafka-"));
+        let doc = lag_json(&lag, Some(91_500));
+        assert_eq!(doc["partitions"][0]["time_lag_ms"], 90_500);
+        assert_eq!(
+            doc["partitions"][0]["oldest_unconsumed_timestamp_ms"],
+            1_000
+        );
+        assert_eq!(doc["total_lag"], 2);
+        assert_eq!(
+            lag_json(&lag, None)["partitions"][0]["time_lag_ms"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn ages_read_as_a_person_would_say_them() {
+        let shown: Vec<String> = [
+            None,
+            Some(0),
+            Some(999),
+            Some(1_000),
+            Some(59_949),
+            Some(61_000),
+            Some(7_380_000),
+        ]
+        .into_iter()
+        .map(age)
+        .collect();
+        assert_eq!(
+            shown,
+            ["-", "0ms", "999ms", "1.0s", "59.9s", "1m01s", "2h03m"]
+        );
+    }
+
+    #[test]
     fn an_empty_group_notes_it_on_stderr_and_lists_committed_partitions() {
         let lag = GroupLag {
             description: description("Empty", vec![]),
             partitions: vec![row(0, Some(40), 42, None)],
         };
-        let out = offsets(&lag).unwrap();
+        let out = offsets(&lag, None).unwrap();
         assert_eq!(
             out.stderr,
             "\nConsumer group 'demo' has no active members.\n"
@@ -316,7 +485,7 @@ demo            orders          2          33              33              0    
             description: description("Empty", vec![]),
             partitions: vec![],
         };
-        assert_eq!(offsets(&nothing).unwrap().stdout, "");
+        assert_eq!(offsets(&nothing, None).unwrap().stdout, "");
     }
 
     #[test]
@@ -325,7 +494,7 @@ demo            orders          2          33              33              0    
             description: description("Dead", vec![]),
             partitions: vec![],
         };
-        let out = offsets(&dead).unwrap();
+        let out = offsets(&dead, None).unwrap();
         assert_eq!(
             out.stdout,
             "\nError: Consumer group 'demo' does not exist.\n"
@@ -335,16 +504,19 @@ demo            orders          2          33              33              0    
             description: description("PreparingRebalance", vec![]),
             partitions: vec![row(1, Some(1), 1, None)],
         };
-        let out = offsets(&busy).unwrap();
+        let out = offsets(&busy, None).unwrap();
         assert_eq!(
             out.stderr,
             "\nWarning: Consumer group 'demo' is rebalancing.\n"
         );
         assert!(out.stdout.starts_with("\nGROUP "));
-        assert!(offsets(&GroupLag {
-            description: description("Sleeping", vec![]),
-            partitions: vec![],
-        })
+        assert!(offsets(
+            &GroupLag {
+                description: description("Sleeping", vec![]),
+                partitions: vec![],
+            },
+            None
+        )
         .is_err());
     }
 

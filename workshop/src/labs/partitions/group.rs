@@ -24,10 +24,10 @@ use client::{
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
-use super::checker::Position;
 use super::events::{OrderEvent, ROUTING_HEADER};
 use super::pace::{PartitionId, Queues};
 use crate::lab::LabError;
+use client::check::Position;
 
 /// How long a member's fetch waits for data: short, so a member answers the lab's commits
 /// promptly (Kafka's 500 ms default would add that much to every round).

@@ -12,13 +12,13 @@
 //! producer, a real consumer group and a real CreatePartitions; the lab only paces when the
 //! members' records are applied ([`pace`]), so a seed always gives the same figures.
 //!
-//! - [`checker`], [`store`], [`movement`], [`events`], [`traffic`]: library code with its own
-//!   tests (the checker is meant for tests elsewhere too).
+//! - [`store`], [`movement`], [`events`], [`traffic`]: library code with its own tests. The
+//!   ordering checker is the client library's ([`client::check`]), which `client check order`
+//!   uses too.
 //! - `plan`: flags; `pace`: the rounds; `group`: the consumer group's members; `lag`: the
 //!   kafka-consumer-groups view; `run`: one scenario end to end; `figures`: JSON and verdict;
 //!   `story`: narration.
 
-pub mod checker;
 pub mod events;
 mod figures;
 mod group;
@@ -69,9 +69,10 @@ impl Lab for Partitions {
         let n = &mut ctx.narrator;
         n.intro(Self::NAME, &expected);
         let rt = runtime()?;
-        let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
+        let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
         n.say(&format!("Running against {}.", cluster.describe()));
-        let measured = rt.block_on(phases(&cluster, &plan, &traffic, ctx.seed, n));
+        let measured =
+            rt.block_on(cluster.until_stopped(phases(&cluster, &plan, &traffic, ctx.seed, n)));
         rt.block_on(cluster.close());
         let figures = measured?;
 

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use client::{Client, ClientConfig, Producer, ProducerConfig, ProducerRecord};
 
-use super::checker::{OrderingChecker, Position, Violation};
 use super::events::{OrderEvent, LAST_VERSION, ROUTING_HEADER};
 use super::group::{Delivery, Group};
 use super::lag;
@@ -26,6 +25,7 @@ use super::traffic::{Traffic, FEATURED_ORDER};
 use crate::lab::LabError;
 use crate::report::{LagRow, Progress};
 use crate::target::{broker_error, Cluster};
+use client::check::{OrderingChecker, Position, Violation};
 
 /// How long the lab waits for the group to settle after a change (a rebalance, a new topic).
 /// Kafka's own rebalance timeout defaults to the poll interval, 5 minutes; the lab gives up well
@@ -401,7 +401,7 @@ impl<'a> Run<'a> {
                 .map_err(|e| broker_error(&format!("producing to {topic}"), &e))?;
             let at = Position::new(topic.clone(), sent.partition, sent.offset);
             self.checker
-                .written(&event.key(), event.version, at.clone());
+                .written(&event.key(), event.version.into(), at.clone());
             let end = self
                 .log_end
                 .entry((topic.clone(), sent.partition))
@@ -462,7 +462,7 @@ impl<'a> Run<'a> {
             return;
         }
         let _ = self.store.apply(event);
-        if let Some(violation) = self.checker.arrived(&event.key(), event.version, at) {
+        if let Some(violation) = self.checker.arrived(&event.key(), event.version.into(), at) {
             let violation = violation.clone();
             let line = self
                 .store

@@ -2,7 +2,6 @@
 //! number shown is passed in from what the lab measured, and every sentence about an outcome
 //! says what the run's figures say, also when the failure did not happen.
 
-use super::checker::Position;
 use super::events::order_key;
 use super::figures::{Figures, Shrink};
 use super::movement::{partitions_of, Movement};
@@ -13,6 +12,7 @@ use super::traffic::FEATURED_ORDER;
 use crate::report::{
     self, max_and_average, percent, Align, LagRow, Narrator, Phase, Summary, Table,
 };
+use client::check::Position;
 
 /// Violations listed one by one; the rest are counted.
 const VIOLATIONS_SHOWN: usize = 8;

@@ -1,16 +1,16 @@
-//! An ordering checker: per key, versions must arrive in order. Library code, for labs and for
-//! tests that want to know whether a consumer setup keeps per-key order.
+//! Per-key order: an ordering checker for labs and tests, and [`check_order`], which reads a
+//! topic and reports every record that a consumer could see ahead of an earlier one of its key.
 //!
-//! Feed it what producers wrote ([`OrderingChecker::written`], from the acknowledgements: where
-//! each version of each key landed), the partition layouts they routed by
-//! ([`OrderingChecker::layout`], in the order they came into force), and what consumers handed
+//! Feed the [`OrderingChecker`] what producers wrote ([`OrderingChecker::written`], from the
+//! acknowledgements: where each version of each key landed), the partition layouts they routed
+//! by ([`OrderingChecker::layout`], in the order they came into force), and what consumers handed
 //! on ([`OrderingChecker::arrived`]). A version that arrives while a lower version of its key
 //! has not is a [`Violation`]: it names the key, where the early version was read, where the
 //! overtaken version was written, and the layout change that sent the two to different
 //! partitions.
 //!
 //! ```
-//! use workshop::labs::partitions::checker::{OrderingChecker, Position};
+//! use client::check::{OrderingChecker, Position};
 //! let mut checker = OrderingChecker::new();
 //! checker.layout("orders", 12);
 //! checker.written("order-8842", 1, Position::new("orders", 4, 113));
@@ -21,10 +21,22 @@
 //! assert_eq!(violation.expected_version, 1);
 //! let change = violation.change.as_ref().unwrap();
 //! assert_eq!((change.partition_before, change.partition_after), (4, 16));
+//! assert_eq!(
+//!     violation.to_string(),
+//!     "order-8842: version 7 read from orders-16@0 before version 1, written to orders-4@113; \
+//!      orders went from 12 to 24 partitions, which moved order-8842 from partition 4 to 16"
+//! );
 //! assert!(checker.arrived("order-8842", 1, Position::new("orders", 4, 113)).is_none());
 //! ```
+//!
+//! Versions are 1, 2, 3, ... by default; [`Numbering::Increasing`] takes any increasing numbers
+//! (a sequence number, a timestamp) and judges an arrival against what it was told was written.
 
-use std::collections::{BTreeSet, HashMap};
+mod topic;
+
+pub use topic::{check_order, OrderReport, ReadRange, SeqSource, StartAt};
+
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use protocol::partitioner::partition_for_key;
@@ -98,10 +110,10 @@ impl fmt::Display for LayoutChange {
 pub struct Violation {
     pub key: String,
     /// The version that arrived early, and where it was read.
-    pub arrived_version: u32,
+    pub arrived_version: i64,
     pub arrived_at: Position,
     /// The lowest version of the key that had not arrived yet.
-    pub expected_version: u32,
+    pub expected_version: i64,
     /// Where that version was written, if the checker was told.
     pub expected_at: Option<Position>,
     /// The layout change that put the two versions in different partitions, when one explains it.
@@ -129,28 +141,61 @@ impl fmt::Display for Violation {
     }
 }
 
-/// What has arrived of one key: everything below `next`, and the versions in `ahead`.
+/// What has arrived of one key.
 #[derive(Debug)]
-struct KeyState {
-    next: u32,
-    ahead: BTreeSet<u32>,
+enum KeyState {
+    /// Everything below `next` has arrived, and the versions in `ahead`.
+    Consecutive { next: i64, ahead: BTreeSet<i64> },
+    /// Versions written and not arrived yet, and every version that arrived.
+    Increasing {
+        pending: BTreeSet<i64>,
+        arrived: HashSet<i64>,
+    },
 }
 
-impl Default for KeyState {
-    fn default() -> Self {
-        // Every key's first version is 1.
-        KeyState {
-            next: 1,
-            ahead: BTreeSet::new(),
+impl KeyState {
+    fn new(numbering: Numbering) -> Self {
+        match numbering {
+            // Every key's first version is 1.
+            Numbering::Consecutive => KeyState::Consecutive {
+                next: 1,
+                ahead: BTreeSet::new(),
+            },
+            Numbering::Increasing => KeyState::Increasing {
+                pending: BTreeSet::new(),
+                arrived: HashSet::new(),
+            },
         }
     }
 }
 
-/// Checks that, per key, versions arrive in order. Versions of every key start at 1.
+/// How versions are numbered, which decides what "a lower version has not arrived" means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Numbering {
+    /// 1, 2, 3, ... per key (the lab's order events): a version is early while any lower one
+    /// has not arrived, whether or not the checker was told where it was written.
+    #[default]
+    Consecutive,
+    /// Any increasing numbers (a sequence field, a timestamp), gaps allowed: a version is early
+    /// while a lower version the checker was told was [written](OrderingChecker::written) has
+    /// not arrived.
+    Increasing,
+}
+
+/// What a version's arrival was.
+enum Arrival {
+    InOrder,
+    Duplicate,
+    /// Ahead of this lower version.
+    Early(i64),
+}
+
+/// Checks that, per key, versions arrive in order.
 #[derive(Debug, Default)]
 pub struct OrderingChecker {
+    numbering: Numbering,
     keys: HashMap<String, KeyState>,
-    written: HashMap<(String, u32), Position>,
+    written: HashMap<(String, i64), Position>,
     layouts: Vec<Layout>,
     violations: Vec<Violation>,
     duplicates: u64,
@@ -158,8 +203,17 @@ pub struct OrderingChecker {
 }
 
 impl OrderingChecker {
+    /// A checker of versions numbered 1, 2, 3, ... per key ([`Numbering::Consecutive`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A checker of versions numbered as `numbering` says.
+    pub fn with_numbering(numbering: Numbering) -> Self {
+        Self {
+            numbering,
+            ..Self::default()
+        }
     }
 
     /// Producers route by this layout from now on. A repeat of the current layout, or a count
@@ -180,29 +234,44 @@ impl OrderingChecker {
     }
 
     /// A producer's acknowledgement: `version` of `key` was written at `at`.
-    pub fn written(&mut self, key: &str, version: u32, at: Position) {
-        self.written.insert((key.to_string(), version), at);
+    pub fn written(&mut self, key: &str, version: i64, at: Position) {
+        if self
+            .written
+            .insert((key.to_string(), version), at)
+            .is_some()
+        {
+            return;
+        }
+        let numbering = self.numbering;
+        let state = self
+            .keys
+            .entry(key.to_string())
+            .or_insert_with(|| KeyState::new(numbering));
+        if let KeyState::Increasing { pending, arrived } = state {
+            if !arrived.contains(&version) {
+                pending.insert(version);
+            }
+        }
     }
 
     /// A consumer handed on `version` of `key`, read at `at`. Returns the violation when the
     /// version came before a lower one. A version that arrives a second time is counted as a
     /// duplicate (at-least-once delivery), not as an ordering violation.
-    pub fn arrived(&mut self, key: &str, version: u32, at: Position) -> Option<&Violation> {
+    pub fn arrived(&mut self, key: &str, version: i64, at: Position) -> Option<&Violation> {
         self.arrivals += 1;
-        let state = self.keys.entry(key.to_string()).or_default();
-        if version < state.next || state.ahead.contains(&version) {
-            self.duplicates += 1;
-            return None;
-        }
-        if version == state.next {
-            state.next += 1;
-            while state.ahead.remove(&state.next) {
-                state.next += 1;
+        let numbering = self.numbering;
+        let state = self
+            .keys
+            .entry(key.to_string())
+            .or_insert_with(|| KeyState::new(numbering));
+        let expected_version = match arrive(state, version) {
+            Arrival::InOrder => return None,
+            Arrival::Duplicate => {
+                self.duplicates += 1;
+                return None;
             }
-            return None;
-        }
-        state.ahead.insert(version);
-        let expected_version = state.next;
+            Arrival::Early(expected) => expected,
+        };
         let expected_at = self
             .written
             .get(&(key.to_string(), expected_version))
@@ -232,6 +301,11 @@ impl OrderingChecker {
         keys.len()
     }
 
+    /// How many distinct keys the checker has seen written or arrive.
+    pub fn keys(&self) -> usize {
+        self.keys.len()
+    }
+
     /// Versions that arrived more than once.
     pub fn duplicates(&self) -> u64 {
         self.duplicates
@@ -242,14 +316,16 @@ impl OrderingChecker {
         self.arrivals
     }
 
-    /// Keys with a version written but not yet arrived: after a full drain, none.
+    /// Versions written but not yet arrived: after a full drain, none.
     pub fn missing(&self) -> usize {
         self.written
             .keys()
-            .filter(|(key, version)| {
-                self.keys
-                    .get(key)
-                    .is_none_or(|s| *version >= s.next && !s.ahead.contains(version))
+            .filter(|(key, version)| match self.keys.get(key) {
+                None => true,
+                Some(KeyState::Consecutive { next, ahead }) => {
+                    *version >= *next && !ahead.contains(version)
+                }
+                Some(KeyState::Increasing { pending, .. }) => pending.contains(version),
             })
             .count()
     }
@@ -280,6 +356,36 @@ impl OrderingChecker {
     }
 }
 
+/// Takes one arrival into its key's state.
+fn arrive(state: &mut KeyState, version: i64) -> Arrival {
+    match state {
+        KeyState::Consecutive { next, ahead } => {
+            if version < *next || ahead.contains(&version) {
+                return Arrival::Duplicate;
+            }
+            if version == *next {
+                *next += 1;
+                while ahead.remove(next) {
+                    *next += 1;
+                }
+                return Arrival::InOrder;
+            }
+            ahead.insert(version);
+            Arrival::Early(*next)
+        }
+        KeyState::Increasing { pending, arrived } => {
+            if !arrived.insert(version) {
+                return Arrival::Duplicate;
+            }
+            pending.remove(&version);
+            match pending.first() {
+                Some(&lowest) if lowest < version => Arrival::Early(lowest),
+                _ => Arrival::InOrder,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,8 +398,8 @@ mod tests {
     fn in_order_arrivals_are_fine_across_keys_and_partitions() {
         let mut c = OrderingChecker::new();
         for v in 1..=7 {
-            assert!(c.arrived("a", v, at("t", 0, i64::from(v))).is_none());
-            assert!(c.arrived("b", v, at("t", 1, i64::from(v))).is_none());
+            assert!(c.arrived("a", v, at("t", 0, v)).is_none());
+            assert!(c.arrived("b", v, at("t", 1, v)).is_none());
         }
         assert!(c.violations().is_empty());
         assert_eq!((c.arrivals(), c.duplicates()), (14, 0));
@@ -304,7 +410,7 @@ mod tests {
         let mut c = OrderingChecker::new();
         c.layout("orders", 12);
         for v in 1..=6 {
-            c.written("order-8842", v, at("orders", 4, 100 + i64::from(v)));
+            c.written("order-8842", v, at("orders", 4, 100 + v));
         }
         c.layout("orders", 24);
         c.written("order-8842", 7, at("orders", 16, 0));
@@ -324,7 +430,7 @@ mod tests {
         // The overtaken versions then arrive in order: no further violation for this key.
         for v in 1..=6 {
             assert!(c
-                .arrived("order-8842", v, at("orders", 4, 100 + i64::from(v)))
+                .arrived("order-8842", v, at("orders", 4, 100 + v))
                 .is_none());
         }
         assert_eq!((c.violations().len(), c.keys_out_of_order()), (1, 1));
@@ -332,6 +438,27 @@ mod tests {
         // Version 7 again is a duplicate, not a violation.
         assert!(c.arrived("order-8842", 7, at("orders", 16, 0)).is_none());
         assert_eq!(c.duplicates(), 1);
+    }
+
+    #[test]
+    fn increasing_numbers_may_have_gaps_and_only_written_ones_are_waited_for() {
+        let mut c = OrderingChecker::with_numbering(Numbering::Increasing);
+        for (version, offset) in [(10, 0), (20, 1), (35, 2)] {
+            c.written("k", version, at("t", 0, offset));
+        }
+        assert!(c.arrived("k", 10, at("t", 0, 0)).is_none());
+        let v = c.arrived("k", 35, at("t", 0, 2)).unwrap().clone();
+        assert_eq!((v.arrived_version, v.expected_version), (35, 20));
+        assert_eq!(v.expected_at, Some(at("t", 0, 1)));
+        assert!(c.arrived("k", 20, at("t", 0, 1)).is_none());
+        assert!(c.arrived("k", 20, at("t", 0, 1)).is_none());
+        assert_eq!(
+            (c.violations().len(), c.duplicates(), c.missing()),
+            (1, 1, 0)
+        );
+        // Nothing written is waited for: a version of a key never written is in order.
+        assert!(c.arrived("other", 7, at("t", 1, 0)).is_none());
+        assert_eq!(c.keys(), 2);
     }
 
     #[test]
