@@ -34,17 +34,20 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-/// A topic config's value when the topic does not set it: the broker's, where a flag of ours
-/// sets one (STATIC_BROKER_CONFIG, as Kafka reports a `server.properties` setting), else
-/// Kafka's default.
+/// A topic config's value when the topic does not set it: this broker's default (a flag's
+/// default may differ from Kafka's: `--log-segment-bytes` is 64 MiB, not 1 GiB), reported as
+/// DEFAULT_CONFIG; a flag set to something else is STATIC_BROKER_CONFIG, as Kafka reports a
+/// `server.properties` setting.
 fn broker_default(def: &Def, config: &BrokerConfig) -> (String, i8) {
-    let set_by_flag = match def.name {
-        topic_config::MAX_MESSAGE_BYTES => Some(config.max_message_bytes.to_string()),
-        topic_config::SEGMENT_BYTES => Some(config.log_segment_bytes.to_string()),
+    let ours = BrokerConfig::default();
+    let flag = |name: &str, c: &BrokerConfig| match name {
+        topic_config::MAX_MESSAGE_BYTES => Some(c.max_message_bytes.to_string()),
+        topic_config::SEGMENT_BYTES => Some(c.log_segment_bytes.to_string()),
         _ => None,
     };
-    match set_by_flag {
-        Some(value) if value != def.default => (value, SOURCE_STATIC_BROKER),
+    match (flag(def.name, config), flag(def.name, &ours)) {
+        (Some(set), Some(default)) if set != default => (set, SOURCE_STATIC_BROKER),
+        (Some(default), _) => (default, SOURCE_DEFAULT),
         _ => (def.default.to_string(), SOURCE_DEFAULT),
     }
 }
