@@ -60,6 +60,21 @@ pub struct BrokerConfig {
     pub write_timeout: Duration,
     /// Bytes of fetch answers built but not yet written, across all connections.
     pub fetch_memory_bytes: usize,
+    // Transactions and the log's background work.
+    /// Kafka's `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask
+    /// for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).
+    pub transaction_max_timeout_ms: i32,
+    /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often the
+    /// coordinator looks for transactions past their timeout, which it aborts.
+    pub transaction_abort_interval: Duration,
+    /// Kafka's `log.retention.check.interval.ms`: how often `retention.ms` is applied.
+    pub log_retention_check_interval: Duration,
+    /// Kafka's `log.cleaner.backoff.ms`: how often the log cleaner looks for compacted
+    /// partitions to clean.
+    pub log_cleaner_backoff: Duration,
+    /// Kafka's `log.cleaner.dedupe.buffer.size`: the memory one cleaning pass may use for its
+    /// map of keys.
+    pub log_cleaner_dedupe_buffer_bytes: usize,
 }
 
 /// Kafka's controller refuses a request that would add more partitions (`MAX_RECORDS_PER_USER_OP`).
@@ -88,6 +103,11 @@ impl Default for BrokerConfig {
             max_fetch_wait: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
             fetch_memory_bytes: 256 << 20,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_interval: Duration::from_secs(10),
+            log_retention_check_interval: Duration::from_secs(300),
+            log_cleaner_backoff: Duration::from_secs(15),
+            log_cleaner_dedupe_buffer_bytes: 128 << 20,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! One partition's segments on disk: appends to the active segment, a new segment once it is
-//! full, whole old segments deleted by `retention.bytes` (as Kafka deletes them), and recovery
-//! of all of it at start.
+//! full, whole old segments deleted by retention (as Kafka deletes them) and swapped for their
+//! cleaned copies by the log cleaner, the log start that DeleteRecords moved, and recovery of all
+//! of it at start.
 
 use std::collections::VecDeque;
 use std::io;
@@ -8,12 +9,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use protocol::batch::BatchHeader;
+use protocol::control::{marker_of, Marker};
 use tracing::{error, warn};
 
-use crate::durable::sync_dir;
+use crate::durable::{sync_dir, write_atomically};
 use crate::file_pool::{FilePool, FileSlot};
 use crate::segment::{scan, Segment};
 use crate::stored::Stored;
+
+/// The file beside a partition's segments recording where DeleteRecords moved its log start.
+pub fn start_file_name(partition: i32) -> String {
+    format!("{partition}.start")
+}
 
 #[derive(Debug)]
 pub struct DiskLog {
@@ -31,13 +38,25 @@ pub struct DiskLog {
     /// A write or sync failed: nothing more is appended or acknowledged (Kafka takes the log
     /// directory offline; after a failed fsync the kernel may have dropped the pages).
     pub failed: bool,
+    /// Files of segments the cleaner replaced, and when they may go (Kafka's
+    /// `file.delete.delay.ms`): a fetch that found a batch in one just before may still read it.
+    doomed: Vec<(PathBuf, i64)>,
+}
+
+/// A closed segment as the cleaner reads it.
+#[derive(Debug, Clone)]
+pub struct ClosedSegment {
+    pub base_offset: i64,
+    pub generation: u32,
+    pub slot: Arc<FileSlot>,
 }
 
 /// A partition read back from its segments.
 #[derive(Debug)]
 pub struct Recovered {
     pub disk: DiskLog,
-    pub batches: Vec<(BatchHeader, Stored)>,
+    /// Each readable batch, where it is, and the marker it holds if it is one.
+    pub batches: Vec<(BatchHeader, Stored, Option<Marker>)>,
     /// The first segment's base offset, and the offset after the last readable batch.
     pub start: i64,
     pub end: i64,
@@ -61,6 +80,7 @@ impl DiskLog {
             total: 0,
             written: 0,
             failed: false,
+            doomed: Vec::new(),
         })
     }
 
@@ -76,33 +96,48 @@ impl DiskLog {
             dir: dir.to_path_buf(),
             partition,
             pool: pool.clone(),
-            segments: VecDeque::from([Segment::existing(pool, &path, 0, 0)]),
+            segments: VecDeque::from([Segment::existing(pool, &path, 0, 0, 0)]),
             segment_bytes,
             total: 0,
             written: 0,
             failed: false,
+            doomed: Vec::new(),
         }
     }
 
-    /// Replays partition `partition`'s segment `files` (base offset, path). Whole old segments
-    /// beyond `retention` go first, by their sizes, before anything is read.
+    /// Replays partition `partition`'s segment `files` (base offset, generation, path). Of two
+    /// copies of a segment the cleaner's newer one is kept and the older removed; whole old
+    /// segments beyond `retention` go next, by their sizes, before anything is read. The log
+    /// starts at the first segment, or where DeleteRecords last moved it (`recorded_start`).
     pub fn recover(
         pool: &Arc<FilePool>,
         dir: &Path,
         partition: i32,
-        mut files: Vec<(i64, PathBuf)>,
+        mut copies: Vec<(i64, u32, PathBuf)>,
         retention: Option<usize>,
         segment_bytes: u64,
+        recorded_start: Option<i64>,
     ) -> io::Result<Recovered> {
-        files.sort();
+        copies.sort();
+        let mut files: Vec<(i64, u32, PathBuf)> = Vec::with_capacity(copies.len());
+        for copy in copies {
+            match files.last_mut() {
+                Some(kept) if kept.0 == copy.0 => {
+                    // Sorted by generation too: this copy is newer; the older one was replaced.
+                    std::fs::remove_file(&kept.2)?;
+                    *kept = copy;
+                }
+                _ => files.push(copy),
+            }
+        }
         let mut sizes = files
             .iter()
-            .map(|(_, path)| Ok(std::fs::metadata(path)?.len()))
+            .map(|(_, _, path)| Ok(std::fs::metadata(path)?.len()))
             .collect::<io::Result<VecDeque<u64>>>()?;
         if let Some(keep) = retention {
             let mut total: u64 = sizes.iter().sum();
             while files.len() > 1 && total - sizes[0] >= keep as u64 {
-                let (_, path) = files.remove(0);
+                let (_, _, path) = files.remove(0);
                 total -= sizes.pop_front().unwrap_or(0);
                 std::fs::remove_file(&path)?;
             }
@@ -111,11 +146,14 @@ impl DiskLog {
         let mut segments = VecDeque::new();
         let mut next_offset = 0;
         let mut damaged_active = false;
+        // A cleaned segment may end before the next one starts: the cleaner removed its last
+        // records. Only after an uncleaned one is a gap data gone missing.
+        let mut previous_cleaned = false;
         let count = files.len();
-        for (i, (base_offset, path)) in files.into_iter().enumerate() {
+        for (i, (base_offset, generation, path)) in files.into_iter().enumerate() {
             // Read whole for the scan, then dropped: only the index stays in memory.
             let content = std::fs::read(&path)?;
-            if i > 0 && base_offset > next_offset {
+            if i > 0 && base_offset > next_offset && !previous_cleaned {
                 error!(
                     file = %path.display(),
                     missing = ?(next_offset..base_offset),
@@ -125,7 +163,8 @@ impl DiskLog {
             }
             next_offset = next_offset.max(base_offset);
             let scanned = scan(&content, next_offset);
-            let mut segment = Segment::existing(pool, &path, base_offset, content.len() as u64);
+            let mut segment =
+                Segment::existing(pool, &path, base_offset, content.len() as u64, generation);
             let last = i + 1 == count;
             for range in &scanned.damaged {
                 error!(
@@ -161,11 +200,23 @@ impl DiskLog {
             }
             batches.extend(scanned.batches.into_iter().map(|(header, position)| {
                 let slot = segment.slot.clone();
-                (header, Stored::File { slot, position })
+                let marker = header
+                    .is_control()
+                    .then(|| {
+                        let at = position as usize;
+                        let len = header.total_len() as usize;
+                        marker_of(&content[at..at + len], &header)
+                    })
+                    .flatten();
+                (header, Stored::File { slot, position }, marker)
             }));
             segments.push_back(segment);
+            previous_cleaned = generation > 0;
         }
-        let start = segments.front().map_or(0, |s| s.base_offset);
+        let first = segments.front().map_or(0, |s| s.base_offset);
+        let start = recorded_start
+            .map_or(first, |s| s.max(first))
+            .min(next_offset);
         let total = segments.iter().map(|s| s.size).sum();
         let mut disk = Self {
             dir: dir.to_path_buf(),
@@ -176,6 +227,7 @@ impl DiskLog {
             total,
             written: 0,
             failed: false,
+            doomed: Vec::new(),
         };
         if damaged_active || disk.segments.is_empty() {
             // New batches go to a file of their own: the damaged one stays exactly as found.
@@ -236,19 +288,125 @@ impl DiskLog {
     /// Deletes the oldest segments while the log would still hold `keep` bytes without them;
     /// the active segment always stays. Returns the new first offset if it moved.
     pub fn apply_retention(&mut self, keep: usize) -> Option<i64> {
-        let mut moved = None;
-        while self.segments.len() > 1 && self.total - self.segments[0].size >= keep as u64 {
-            let Some(oldest) = self.segments.pop_front() else {
-                break;
-            };
+        let mut count = 0;
+        let mut total = self.total;
+        while count + 1 < self.segments.len() && total - self.segments[count].size >= keep as u64 {
+            total -= self.segments[count].size;
+            count += 1;
+        }
+        self.delete_oldest(count)
+    }
+
+    /// Deletes the `count` oldest segments, never the active one; returns the new first offset
+    /// if it moved.
+    pub fn delete_oldest(&mut self, count: usize) -> Option<i64> {
+        let count = count.min(self.segments.len() - 1);
+        for _ in 0..count {
+            let oldest = self.segments.pop_front()?;
             self.total -= oldest.size;
             let path = oldest.slot.path().to_path_buf();
             if let Err(e) = oldest.delete() {
                 warn!(file = %path.display(), "segment past retention not deleted: {e}");
             }
-            moved = self.segments.front().map(|s| s.base_offset);
         }
-        moved
+        (count > 0).then(|| self.segments.front().map(|s| s.base_offset))?
+    }
+
+    /// Deletes the segments that hold only offsets below `offset` (DeleteRecords).
+    pub fn delete_segments_below(&mut self, offset: i64) -> Option<i64> {
+        let count = self
+            .segments
+            .iter()
+            .skip(1)
+            .take_while(|next| next.base_offset <= offset)
+            .count();
+        self.delete_oldest(count)
+    }
+
+    /// Records that the log starts at `offset` from now on, across restarts.
+    pub fn record_start(&self, offset: i64) -> io::Result<()> {
+        write_atomically(
+            &self.dir,
+            &start_file_name(self.partition),
+            format!("{offset}\n").as_bytes(),
+        )
+    }
+
+    /// The base offset of each segment, oldest first.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.iter().map(|s| s.base_offset).collect()
+    }
+
+    /// Starts a new active segment at `end` if the active one holds anything.
+    pub fn roll_at(&mut self, end: i64) -> io::Result<()> {
+        if self.active().size == 0 {
+            return Ok(());
+        }
+        self.active().sync()?;
+        self.roll(end)
+    }
+
+    /// Kafka's `segment.bytes` changed: the next segment is rolled by the new size.
+    pub fn set_segment_bytes(&mut self, bytes: u64) {
+        self.segment_bytes = bytes;
+    }
+
+    /// Every segment but the active one.
+    pub fn closed_segments(&self) -> Vec<ClosedSegment> {
+        self.segments
+            .iter()
+            .take(self.segments.len() - 1)
+            .map(|s| ClosedSegment {
+                base_offset: s.base_offset,
+                generation: s.generation,
+                slot: s.slot.clone(),
+            })
+            .collect()
+    }
+
+    /// What a cleaned copy is written with, outside the partition's lock.
+    pub fn location(&self) -> (Arc<FilePool>, PathBuf, i32) {
+        (self.pool.clone(), self.dir.clone(), self.partition)
+    }
+
+    /// Puts `cleaned` in the place of the segment whose file is `replaced`; the old file goes
+    /// after `delay_ms`. False (and the copy removed) when that segment is gone meanwhile
+    /// (retention deleted it).
+    pub fn install_cleaned(
+        &mut self,
+        replaced: &Arc<FileSlot>,
+        cleaned: Segment,
+        now_ms: i64,
+        delay_ms: i64,
+    ) -> bool {
+        let Some(at) = self
+            .segments
+            .iter()
+            .position(|s| Arc::ptr_eq(&s.slot, replaced))
+        else {
+            let _ = std::fs::remove_file(cleaned.slot.path());
+            return false;
+        };
+        let old = std::mem::replace(&mut self.segments[at], cleaned);
+        self.total = self.total - old.size + self.segments[at].size;
+        self.doomed.push((
+            old.slot.path().to_path_buf(),
+            now_ms.saturating_add(delay_ms),
+        ));
+        true
+    }
+
+    /// Deletes the replaced files whose delay has passed.
+    pub fn delete_doomed(&mut self, now_ms: i64) {
+        self.doomed.retain(|(path, at)| {
+            if *at > now_ms {
+                return true;
+            }
+            if let Err(e) = std::fs::remove_file(path) {
+                warn!(file = %path.display(), "replaced segment not deleted: {e}");
+            }
+            false
+        });
     }
 }
 
@@ -256,7 +414,7 @@ impl DiskLog {
 mod tests {
     use super::*;
     use crate::log::tests::append;
-    use crate::log::PartitionLog;
+    use crate::log::{Isolation, PartitionLog};
 
     #[test]
     fn a_log_on_disk_keeps_only_its_index_in_memory_and_reads_the_files() {
@@ -277,8 +435,14 @@ mod tests {
         assert_eq!(log.resident_bytes(), 0);
         assert_eq!(memory.resident_bytes(), 10 * size);
         // Across segment boundaries, the bytes are the ones the memory log holds.
-        let from_disk = log.read(5, usize::MAX, true).unwrap().records;
-        let from_memory = memory.read(5, usize::MAX, true).unwrap().records;
+        let from_disk = log
+            .read(5, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .records;
+        let from_memory = memory
+            .read(5, usize::MAX, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .records;
         assert_eq!(from_disk.len(), 8);
         assert_eq!(from_disk, from_memory);
         assert_eq!(log.first_batch_at_or_after(35).unwrap().base_offset, 8);

@@ -34,14 +34,18 @@ mod handler;
 mod identity;
 pub mod lag;
 pub mod log;
+mod log_tasks;
 pub mod metrics;
 pub mod producer;
 mod segment;
 mod server;
 mod state;
 mod stored;
+pub mod topic_config;
 mod topic_store;
 pub mod topics;
+pub mod txn;
+mod txn_end;
 
 pub use config::BrokerConfig;
 pub use server::Broker;

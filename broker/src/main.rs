@@ -81,6 +81,16 @@ struct Args {
     /// Bytes of fetch answers built but not yet written, across all connections.
     #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().fetch_memory_bytes)]
     fetch_memory_bytes: usize,
+    /// Longest transaction timeout a producer may ask for (Kafka's transaction.max.timeout.ms)
+    #[arg(long, value_name = "MS", default_value_t = BrokerConfig::default().transaction_max_timeout_ms,
+          value_parser = clap::value_parser!(i32).range(1..))]
+    transaction_max_timeout_ms: i32,
+    /// How often retention.ms is applied (Kafka's log.retention.check.interval.ms)
+    #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    log_retention_check_interval_ms: u64,
+    /// How often compacted topics are cleaned (Kafka's log.cleaner.backoff.ms)
+    #[arg(long, value_name = "MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
+    log_cleaner_backoff_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -139,6 +149,11 @@ async fn run(args: Args) -> ExitCode {
         max_fetch_wait: std::time::Duration::from_millis(args.max_fetch_wait_ms),
         write_timeout: std::time::Duration::from_millis(args.write_timeout_ms),
         fetch_memory_bytes: args.fetch_memory_bytes,
+        transaction_max_timeout_ms: args.transaction_max_timeout_ms,
+        log_retention_check_interval: std::time::Duration::from_millis(
+            args.log_retention_check_interval_ms,
+        ),
+        log_cleaner_backoff: std::time::Duration::from_millis(args.log_cleaner_backoff_ms),
         ..BrokerConfig::default()
     };
     let advertised = config.clone();

@@ -111,6 +111,30 @@ impl SequenceWindows {
     }
 }
 
+impl SequenceWindows {
+    /// A transaction marker of `producer_id` at `epoch` was written here. A newer epoch (the
+    /// coordinator bumps it when it aborts a transaction that timed out) starts the producer's
+    /// window over, so its older epoch is fenced in this partition from now on.
+    pub fn marker(&mut self, producer_id: i64, epoch: i16) {
+        match self.entries.get_mut(&producer_id) {
+            Some(entry) if epoch > entry.epoch => {
+                entry.epoch = epoch;
+                entry.batches.clear();
+            }
+            Some(_) => {}
+            None => {
+                self.entries.insert(
+                    producer_id,
+                    ProducerEntry {
+                        epoch,
+                        batches: VecDeque::new(),
+                    },
+                );
+            }
+        }
+    }
+}
+
 /// Kafka's `ProducerIdManager` block size: ids are recorded on disk a thousand at a time.
 pub const ID_BLOCK: i64 = 1000;
 
@@ -133,12 +157,11 @@ impl Default for IdBlock {
     }
 }
 
-/// Allocates producer ids and keeps the epoch of each transactional id, the fencing token that
-/// lets a restarted instance shut out its zombie predecessor.
+/// Allocates producer ids and keeps the newest epoch of each transactional producer id, the
+/// fencing token that lets a restarted instance shut out its zombie predecessor.
 #[derive(Debug, Default)]
 pub struct ProducerIds {
     block: Mutex<IdBlock>,
-    by_transactional_id: DashMap<String, (i64, i16)>,
     /// The newest epoch handed out for each producer id of a transactional id.
     current_epoch: DashMap<i64, i16>,
 }
@@ -157,32 +180,20 @@ impl ProducerIds {
         })
     }
 
-    /// InitProducerId: a fresh id at epoch 0 without a transactional id; with one, the same id at
-    /// the next epoch (a new id once the epoch would overflow, as Kafka does).
-    pub fn init(&self, transactional_id: Option<&str>) -> Result<(i64, i16), ResponseError> {
-        let Some(transactional_id) = transactional_id else {
-            return Ok((self.allocate()?, 0));
-        };
-        if transactional_id.is_empty() {
-            return Err(ResponseError::InvalidRequest);
-        }
-        let mut slot = self
-            .by_transactional_id
-            .entry(transactional_id.to_string())
-            .or_try_insert_with(|| Ok((self.allocate()?, -1)))?;
-        let (id, epoch) = *slot;
-        let next = if epoch == i16::MAX - 1 {
-            (self.allocate()?, 0)
-        } else {
-            (id, epoch + 1)
-        };
-        *slot = next;
-        self.current_epoch.insert(next.0, next.1);
-        Ok(next)
+    /// InitProducerId without a transactional id: a fresh id at epoch 0. (With one, the
+    /// transaction coordinator, [`crate::txn`], decides the id and epoch.)
+    pub fn init_idempotent(&self) -> Result<(i64, i16), ResponseError> {
+        Ok((self.allocate()?, 0))
+    }
+
+    /// The newest epoch of a transactional producer id, handed out or recovered: older ones are
+    /// fenced from now on.
+    pub fn restore(&self, producer_id: i64, epoch: i16) {
+        self.current_epoch.insert(producer_id, epoch);
     }
 
     /// The next id; when the block is used up, the next block's end is on disk first.
-    fn allocate(&self) -> Result<i64, ResponseError> {
+    pub fn allocate(&self) -> Result<i64, ResponseError> {
         let mut block = self.block.lock();
         if block.next == block.end {
             if let Some(dir) = &block.data_dir {
@@ -294,6 +305,26 @@ mod tests {
     }
 
     #[test]
+    fn a_marker_with_a_newer_epoch_fences_the_older_one() {
+        let mut window = window_with(2);
+        window.marker(7, 0);
+        assert_eq!(
+            window.check(&header(7, 0, 4, 1)),
+            Ok(SequenceVerdict::Append)
+        );
+        window.marker(7, 1);
+        assert_eq!(
+            window.check(&header(7, 0, 4, 1)),
+            Err(ResponseError::InvalidProducerEpoch)
+        );
+        window.marker(9, 3);
+        assert_eq!(
+            window.check(&header(9, 2, 0, 1)),
+            Err(ResponseError::InvalidProducerEpoch)
+        );
+    }
+
+    #[test]
     fn sequences_wrap_past_i32_max() {
         let mut window = SequenceWindows::default();
         let near_end = header(7, 0, i32::MAX - 1, 2);
@@ -323,11 +354,10 @@ mod tests {
     #[test]
     fn producer_ids_and_transactional_epochs() {
         let ids = ProducerIds::default();
-        assert_eq!(ids.init(None), Ok((0, 0)));
-        assert_eq!(ids.init(None), Ok((1, 0)));
-        assert_eq!(ids.init(Some("")), Err(ResponseError::InvalidRequest));
-        assert_eq!(ids.init(Some("billing")), Ok((2, 0)));
-        assert_eq!(ids.init(Some("billing")), Ok((2, 1)));
+        assert_eq!(ids.init_idempotent(), Ok((0, 0)));
+        assert_eq!(ids.init_idempotent(), Ok((1, 0)));
+        assert_eq!(ids.allocate(), Ok(2));
+        ids.restore(2, 1);
         assert!(ids.is_fenced(2, 0));
         assert!(!ids.is_fenced(2, 1));
         assert!(!ids.is_fenced(0, 0));
@@ -339,16 +369,16 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let first = ProducerIds::persisted(&dir).unwrap();
-        assert_eq!(first.init(None), Ok((0, 0)));
-        assert_eq!(first.init(None), Ok((1, 0)));
+        assert_eq!(first.init_idempotent(), Ok((0, 0)));
+        assert_eq!(first.init_idempotent(), Ok((1, 0)));
         // A restart (clean or not) starts at the next block, never at 2.
         let second = ProducerIds::persisted(&dir).unwrap();
-        assert_eq!(second.init(None), Ok((ID_BLOCK, 0)));
+        assert_eq!(second.init_idempotent(), Ok((ID_BLOCK, 0)));
         for expected in ID_BLOCK + 1..2 * ID_BLOCK + 1 {
-            assert_eq!(second.init(None).unwrap().0, expected);
+            assert_eq!(second.init_idempotent().unwrap().0, expected);
         }
         let third = ProducerIds::persisted(&dir).unwrap();
-        assert_eq!(third.init(None), Ok((3 * ID_BLOCK, 0)));
+        assert_eq!(third.init_idempotent(), Ok((3 * ID_BLOCK, 0)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

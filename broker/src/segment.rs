@@ -22,17 +22,34 @@ use crate::file_pool::{FilePool, FileSlot};
 /// The name of partition `partition`'s segment starting at `base_offset`. Twenty digits, as
 /// Kafka's, so that names sort as offsets do.
 pub fn file_name(partition: i32, base_offset: i64) -> String {
-    format!("{partition}-{base_offset:020}.log")
+    generation_file_name(partition, base_offset, 0)
 }
 
-/// `(partition, base offset)` of a segment file name.
-pub fn parse_file_name(name: &str) -> Option<(i32, i64)> {
-    let (partition, base) = name.strip_suffix(".log")?.split_once('-')?;
+/// The name of the `generation`th copy of a segment: the log cleaner writes a segment's cleaned
+/// copy beside it rather than over it, so a reader still holding the old one is never handed the
+/// new bytes at old positions, and a crash leaves one whole copy or the other.
+pub fn generation_file_name(partition: i32, base_offset: i64, generation: u32) -> String {
+    match generation {
+        0 => format!("{partition}-{base_offset:020}.log"),
+        g => format!("{partition}-{base_offset:020}.{g}.log"),
+    }
+}
+
+/// `(partition, base offset, generation)` of a segment file name.
+pub fn parse_file_name(name: &str) -> Option<(i32, i64, u32)> {
+    let (partition, rest) = name.strip_suffix(".log")?.split_once('-')?;
+    let (base, generation) = match rest.split_once('.') {
+        Some((base, generation)) => (base, generation.parse().ok().filter(|g| *g > 0)?),
+        None => (rest, 0),
+    };
     if base.len() != 20 {
         return None;
     }
-    Some((partition.parse().ok()?, base.parse().ok()?))
+    Some((partition.parse().ok()?, base.parse().ok()?, generation))
 }
+
+/// Where a cleaned copy is written before it is renamed to its generation's name.
+pub const CLEANING_SUFFIX: &str = ".cleaning";
 
 #[derive(Debug)]
 pub struct Segment {
@@ -40,6 +57,8 @@ pub struct Segment {
     pub slot: Arc<FileSlot>,
     /// Bytes in the file; the next append goes here.
     pub size: u64,
+    /// 0 as written; each cleaning makes the next.
+    pub generation: u32,
 }
 
 impl Segment {
@@ -59,16 +78,57 @@ impl Segment {
             base_offset,
             slot: FileSlot::new(pool, path),
             size: 0,
+            generation: 0,
         })
     }
 
     /// An existing segment file of `size` bytes.
-    pub fn existing(pool: &Arc<FilePool>, path: &Path, base_offset: i64, size: u64) -> Self {
+    pub fn existing(
+        pool: &Arc<FilePool>,
+        path: &Path,
+        base_offset: i64,
+        size: u64,
+        generation: u32,
+    ) -> Self {
         Self {
             base_offset,
             slot: FileSlot::new(pool, path.to_path_buf()),
             size,
+            generation,
         }
+    }
+
+    /// A cleaned copy of the segment at `base_offset`: `content`, written whole and synced
+    /// under generation `generation`'s name; the older copy is left as it is.
+    pub fn write_generation(
+        pool: &Arc<FilePool>,
+        dir: &Path,
+        partition: i32,
+        base_offset: i64,
+        generation: u32,
+        content: &[u8],
+    ) -> io::Result<Segment> {
+        let name = generation_file_name(partition, base_offset, generation);
+        let writing = dir.join(format!("{name}{CLEANING_SUFFIX}"));
+        {
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&writing)?;
+            file.write_all_at(content, 0)?;
+            file.sync_data()?;
+        }
+        let path = dir.join(&name);
+        std::fs::rename(&writing, &path)?;
+        crate::durable::sync_dir(dir)?;
+        Ok(Segment::existing(
+            pool,
+            &path,
+            base_offset,
+            content.len() as u64,
+            generation,
+        ))
     }
 
     /// Writes one stored batch at the end. A failed write leaves `size` where it was, so the
@@ -212,7 +272,19 @@ mod tests {
     #[test]
     fn segment_names_sort_as_offsets() {
         assert_eq!(file_name(3, 42), "3-00000000000000000042.log");
-        assert_eq!(parse_file_name("3-00000000000000000042.log"), Some((3, 42)));
+        assert_eq!(
+            parse_file_name("3-00000000000000000042.log"),
+            Some((3, 42, 0))
+        );
+        assert_eq!(
+            generation_file_name(3, 42, 2),
+            "3-00000000000000000042.2.log"
+        );
+        assert_eq!(
+            parse_file_name("3-00000000000000000042.2.log"),
+            Some((3, 42, 2))
+        );
+        assert_eq!(parse_file_name("3-00000000000000000042.0.log"), None);
         assert_eq!(parse_file_name("3.log"), None);
         assert_eq!(parse_file_name("3-42.log"), None);
     }

@@ -22,6 +22,7 @@ use crate::identity;
 use crate::producer::ProducerIds;
 use crate::state::BrokerState;
 use crate::topics::{StorageConfig, Topics};
+use crate::txn::TxnCoordinator;
 
 /// Committed offsets in the data directory. '@' is not allowed in topic names, so no topic's
 /// folder can collide with it.
@@ -69,6 +70,14 @@ impl Broker {
             .iter()
             .map(|t| usize::try_from(t.partition_count()).unwrap_or(0))
             .sum();
+        let producer_ids = match &config.data_dir {
+            Some(dir) => ProducerIds::persisted(dir)?,
+            None => ProducerIds::default(),
+        };
+        let (txns, unfinished) = match &config.data_dir {
+            Some(dir) => TxnCoordinator::open(dir, &producer_ids)?,
+            None => (TxnCoordinator::default(), Vec::new()),
+        };
         let (advertised_host, advertised_port) = config.advertised(addr);
         let state = Arc::new(BrokerState {
             advertised_host,
@@ -79,10 +88,8 @@ impl Broker {
             },
             topics,
             partitions: PartitionBudget::new(config.max_partitions, held),
-            producer_ids: match &config.data_dir {
-                Some(dir) => ProducerIds::persisted(dir)?,
-                None => ProducerIds::default(),
-            },
+            producer_ids,
+            txns,
             faults,
             // Never below one batch: a batch larger than the budget could never be served.
             fetch_memory: FetchMemory::new(config.fetch_memory_bytes.max(config.max_message_bytes)),
@@ -98,6 +105,12 @@ impl Broker {
             },
             config,
         });
+        // Transactions a crash left decided: their markers and offsets, before any request.
+        for ending in &unfinished {
+            crate::txn_end::finish(&state, ending)
+                .await
+                .map_err(|e| io::Error::other(format!("cannot finish a transaction: {e:?}")))?;
+        }
         let tasks = TaskTracker::new();
         // Bound before anything is spawned, so a failure leaves nothing running.
         let metrics_addr = match state.config.metrics {
@@ -106,6 +119,8 @@ impl Broker {
             }
             None => None,
         };
+        crate::log_tasks::spawn(state.clone(), shutdown.clone(), &tasks);
+        crate::txn_end::spawn(state.clone(), shutdown.clone(), &tasks);
         let serving = state.clone();
         let stop = shutdown.clone();
         tasks.spawn(accept_loop(
@@ -150,6 +165,21 @@ impl Broker {
     #[doc(hidden)]
     pub fn state(&self) -> &BrokerState {
         &self.state
+    }
+
+    /// `retention.ms` and one log cleaner pass, at once, as the background tasks run them every
+    /// interval: for tests that assert what they leave.
+    #[doc(hidden)]
+    pub fn maintain_logs(&self, now_ms: i64) -> (usize, crate::log::cleaner::CleanStats) {
+        let expired = crate::log_tasks::expire_all(&self.state, now_ms);
+        (expired, crate::log_tasks::clean_all(&self.state, now_ms))
+    }
+
+    /// Aborts the transactions open past their timeout at `now_ms`, as the background task does
+    /// every interval; how many. For tests.
+    #[doc(hidden)]
+    pub async fn abort_timed_out_transactions(&self, now_ms: i64) -> usize {
+        crate::txn_end::abort_timed_out(&self.state, now_ms).await
     }
 
     /// One request frame (without its size prefix) through the handlers as a connection passes

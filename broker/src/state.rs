@@ -9,6 +9,7 @@ use crate::fetch_memory::FetchMemory;
 use crate::group::GroupCoordinator;
 use crate::producer::ProducerIds;
 use crate::topics::Topics;
+use crate::txn::TxnCoordinator;
 
 #[derive(Debug)]
 pub struct BrokerState {
@@ -26,6 +27,7 @@ pub struct BrokerState {
     /// Fetch answers built and not yet written, against `fetch_memory_bytes`.
     pub fetch_memory: Arc<FetchMemory>,
     pub groups: GroupCoordinator,
+    pub txns: TxnCoordinator,
 }
 
 impl BrokerState {

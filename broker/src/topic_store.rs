@@ -1,5 +1,6 @@
 //! Topics in the data directory: `DIR/<topic>/topic.meta` (id, partition count, configs) and
-//! each partition's segments, `<partition>-<base offset>.log`.
+//! each partition's segments, `<partition>-<base offset>.log` (`.<generation>.log` once the
+//! log cleaner has rewritten one), with `<partition>.start` where DeleteRecords moved its start.
 //!
 //! A topic is created whole or not at all: its folder is prepared under a name no topic can
 //! have (`@creating-<topic>`), synced, then renamed into place. A deletion renames the folder
@@ -20,7 +21,7 @@ use uuid::Uuid;
 use crate::disk_log::{DiskLog, Recovered};
 use crate::durable::{is_temporary, sync_dir, write_atomically};
 use crate::file_pool::FilePool;
-use crate::segment::{parse_file_name, Segment};
+use crate::segment::{parse_file_name, Segment, CLEANING_SUFFIX};
 
 const META_FILE: &str = "topic.meta";
 const CREATING: &str = "@creating-";
@@ -150,6 +151,11 @@ pub fn add_partitions(
     Ok(logs)
 }
 
+/// Replaces the topic's `topic.meta` (its configs were altered).
+pub fn write_meta(dir: &Path, meta: &TopicMeta) -> io::Result<()> {
+    write_atomically(dir, META_FILE, meta.encode().as_bytes())
+}
+
 /// Renames the topic's folder away (atomic), then removes it.
 pub fn delete(data_dir: &Path, name: &str) {
     let doomed = data_dir.join(format!("{DELETING}{name}-{}", Uuid::new_v4().simple()));
@@ -212,23 +218,35 @@ fn load(
         .map_err(|e| format!("cannot read topic.meta: {e}"))?;
     let meta = TopicMeta::parse(&text)?;
     let policy = policy(&meta)?;
-    let mut files: BTreeMap<i32, Vec<(i64, PathBuf)>> = BTreeMap::new();
+    let mut files: BTreeMap<i32, Vec<(i64, u32, PathBuf)>> = BTreeMap::new();
+    let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
     for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if name == META_FILE {
             continue;
         }
-        if is_temporary(&name) {
+        // Left by a crash while writing: a small file replaced atomically, or a cleaned copy
+        // not yet renamed into place (the segment it copies is still there).
+        if is_temporary(&name) || name.ends_with(CLEANING_SUFFIX) {
             let _ = std::fs::remove_file(entry.path());
             continue;
         }
+        if let Some(partition) = name.strip_suffix(".start").and_then(|p| p.parse().ok()) {
+            let text = std::fs::read_to_string(entry.path()).map_err(|e| e.to_string())?;
+            let start = text
+                .trim()
+                .parse()
+                .map_err(|_| format!("{name} does not hold an offset"))?;
+            starts.insert(partition, start);
+            continue;
+        }
         match parse_file_name(&name) {
-            Some((partition, base)) if partition >= 0 => {
+            Some((partition, base, generation)) if partition >= 0 => {
                 files
                     .entry(partition)
                     .or_default()
-                    .push((base, entry.path()));
+                    .push((base, generation, entry.path()));
             }
             _ => return Err(format!("unexpected file {name}")),
         }
@@ -236,7 +254,7 @@ fn load(
     // Partitions past the count: an interrupted CreatePartitions leaves empty files there.
     let extra: BTreeSet<i32> = files.range(meta.partitions..).map(|(p, _)| *p).collect();
     for partition in extra {
-        for (_, path) in files.remove(&partition).unwrap_or_default() {
+        for (_, _, path) in files.remove(&partition).unwrap_or_default() {
             let len = std::fs::metadata(&path).map_err(|e| e.to_string())?.len();
             if len != 0 {
                 return Err(format!(
@@ -260,6 +278,7 @@ fn load(
             segments,
             policy.retention_bytes,
             policy.segment_bytes,
+            starts.get(&partition).copied(),
         )
         .map_err(|e| format!("partition {partition}: {e}"))?;
         partitions.push(recovered);

@@ -21,6 +21,7 @@ use uuid::Uuid;
 use crate::disk_log::DiskLog;
 use crate::file_pool::FilePool;
 use crate::log::PartitionLog;
+use crate::topic_config::{self, LogPolicy};
 use crate::topic_store::{self, SegmentPolicy, TopicMeta};
 
 /// Kafka's upper bound on partitions a request may create in one go would be far above anything
@@ -31,8 +32,8 @@ pub const MAX_PARTITIONS: i32 = 100_000;
 pub struct Topic {
     pub name: String,
     pub id: Uuid,
-    /// Configs given at creation, reported by DescribeConfigs.
-    pub configs: BTreeMap<String, String>,
+    /// The configs set on the topic (at creation, or altered since); defaults are not listed.
+    configs: RwLock<BTreeMap<String, String>>,
     partitions: RwLock<Vec<Arc<PartitionLog>>>,
 }
 
@@ -49,32 +50,34 @@ impl Topic {
     pub fn partitions(&self) -> Vec<Arc<PartitionLog>> {
         self.partitions.read().clone()
     }
+
+    /// The configs set on the topic, as DescribeConfigs reports them (DYNAMIC_TOPIC_CONFIG).
+    pub fn configs(&self) -> BTreeMap<String, String> {
+        self.configs.read().clone()
+    }
 }
 
 /// In-memory logs for `count` partitions.
-fn memory_logs(count: i32, retention_bytes: Option<usize>) -> Vec<Arc<PartitionLog>> {
+fn memory_logs(count: i32, policy: LogPolicy) -> Vec<Arc<PartitionLog>> {
     (0..count)
         .map(|_| {
             let log = PartitionLog::new();
-            log.set_retention_bytes(retention_bytes);
+            log.set_policy(policy);
             Arc::new(log)
         })
         .collect()
 }
 
-fn disk_logs(disks: Vec<DiskLog>, retention_bytes: Option<usize>) -> Vec<Arc<PartitionLog>> {
+fn disk_logs(disks: Vec<DiskLog>, policy: LogPolicy) -> Vec<Arc<PartitionLog>> {
     disks
         .into_iter()
         .map(|disk| {
             let log = PartitionLog::on_disk(disk);
-            log.set_retention_bytes(retention_bytes);
+            log.set_policy(policy);
             Arc::new(log)
         })
         .collect()
 }
-
-const RETENTION_BYTES: &str = "retention.bytes";
-const SEGMENT_BYTES: &str = "segment.bytes";
 
 /// Kafka's `log.segment.bytes` is 1 GiB; a workshop's disk is smaller.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
@@ -83,49 +86,20 @@ pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
 /// whole default segment more.
 const MIN_DERIVED_SEGMENT_BYTES: u64 = 1 << 20;
 
-/// The topic's `retention.bytes`: `None` when absent or negative (Kafka's -1 keeps everything).
-fn retention_bytes(configs: &BTreeMap<String, String>) -> Result<Option<usize>, TopicError> {
-    let Some(value) = configs.get(RETENTION_BYTES) else {
-        return Ok(None);
-    };
-    let bytes: i64 = value.trim().parse().map_err(|_| {
-        TopicError::new(
-            ResponseError::InvalidConfig,
-            format!("Invalid value {value} for configuration {RETENTION_BYTES}: Not a number of type LONG"),
-        )
-    })?;
-    Ok(usize::try_from(bytes).ok())
-}
-
-/// The topic's segment size and retention, from its configs and the broker's default.
-fn segment_policy(
-    configs: &BTreeMap<String, String>,
-    default_segment_bytes: u64,
-) -> Result<SegmentPolicy, TopicError> {
-    let retention_bytes = retention_bytes(configs)?;
-    let segment_bytes = match configs.get(SEGMENT_BYTES) {
-        Some(value) => value
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|bytes| *bytes > 0)
-            .ok_or_else(|| {
-                TopicError::new(
-                    ResponseError::InvalidConfig,
-                    format!("Invalid value {value} for configuration {SEGMENT_BYTES}: Not a positive number of type LONG"),
-                )
-            })?,
-        None => match retention_bytes {
-            Some(keep) => (keep as u64 / 4)
-                .max(MIN_DERIVED_SEGMENT_BYTES)
-                .min(default_segment_bytes),
-            None => default_segment_bytes,
-        },
-    };
-    Ok(SegmentPolicy {
+/// The topic's segment size and retention, from its (validated) configs and the broker's
+/// default.
+fn segment_policy(configs: &BTreeMap<String, String>, default_segment_bytes: u64) -> SegmentPolicy {
+    let retention_bytes = LogPolicy::from_configs(configs).retention_bytes;
+    let segment_bytes = topic_config::segment_bytes(configs).unwrap_or(match retention_bytes {
+        Some(keep) => (keep as u64 / 4)
+            .max(MIN_DERIVED_SEGMENT_BYTES)
+            .min(default_segment_bytes),
+        None => default_segment_bytes,
+    });
+    SegmentPolicy {
         segment_bytes,
         retention_bytes,
-    })
+    }
 }
 
 /// Where and how topics are stored with a data directory.
@@ -202,25 +176,24 @@ impl Topics {
             pool: FilePool::new(storage.max_open_files),
             default_segment_bytes: storage.segment_bytes,
         };
-        let policy = |meta: &TopicMeta| {
-            segment_policy(&meta.configs, store.default_segment_bytes).map_err(|e| e.message)
-        };
+        let policy =
+            |meta: &TopicMeta| Ok(segment_policy(&meta.configs, store.default_segment_bytes));
         let by_name = DashMap::new();
         for (name, loaded) in topic_store::load_all(dir, &store.pool, policy)? {
-            let retention = retention_bytes(&loaded.meta.configs).ok().flatten();
+            let policy = LogPolicy::from_configs(&loaded.meta.configs);
             let partitions = loaded
                 .partitions
                 .into_iter()
                 .map(|recovered| {
                     let log = PartitionLog::recovered(recovered);
-                    log.set_retention_bytes(retention);
+                    log.set_policy(policy);
                     Arc::new(log)
                 })
                 .collect();
             let topic = Topic {
                 name: name.clone(),
                 id: loaded.meta.id,
-                configs: loaded.meta.configs,
+                configs: RwLock::new(loaded.meta.configs),
                 partitions: RwLock::new(partitions),
             };
             by_name.insert(name, Arc::new(topic));
@@ -270,7 +243,8 @@ impl Topics {
                 ),
             ));
         }
-        let policy = segment_policy(&new.configs, DEFAULT_SEGMENT_BYTES)?;
+        topic_config::validate(&new.configs)?;
+        let policy = LogPolicy::from_configs(&new.configs);
         match self.by_name.entry(new.name.clone()) {
             Entry::Occupied(_) => Err(TopicError::new(
                 ResponseError::TopicAlreadyExists,
@@ -285,18 +259,23 @@ impl Topics {
                             partitions: new.partitions,
                             configs: new.configs.clone(),
                         };
-                        let policy = segment_policy(&new.configs, store.default_segment_bytes)?;
-                        let disks =
-                            topic_store::create(&store.dir, &new.name, &meta, &store.pool, policy)
-                                .map_err(storage_error)?;
-                        disk_logs(disks, policy.retention_bytes)
+                        let segments = segment_policy(&new.configs, store.default_segment_bytes);
+                        let disks = topic_store::create(
+                            &store.dir,
+                            &new.name,
+                            &meta,
+                            &store.pool,
+                            segments,
+                        )
+                        .map_err(storage_error)?;
+                        disk_logs(disks, policy)
                     }
-                    _ => memory_logs(new.partitions, policy.retention_bytes),
+                    _ => memory_logs(new.partitions, policy),
                 };
                 let topic = Arc::new(Topic {
                     name: new.name,
                     id,
-                    configs: new.configs,
+                    configs: RwLock::new(new.configs),
                     partitions: RwLock::new(partitions),
                 });
                 if !validate_only {
@@ -348,27 +327,65 @@ impl Topics {
             ));
         }
         if !validate_only {
+            let configs = topic.configs();
+            let policy = LogPolicy::from_configs(&configs);
             let logs = match &self.store {
                 Some(store) => {
+                    let segments = segment_policy(&configs, store.default_segment_bytes);
                     let meta = TopicMeta {
                         id: topic.id,
                         partitions: count,
-                        configs: topic.configs.clone(),
+                        configs,
                     };
-                    let policy = segment_policy(&topic.configs, store.default_segment_bytes)?;
                     let dir = store.dir.join(name);
                     let disks =
-                        topic_store::add_partitions(&dir, current, &meta, &store.pool, policy)
+                        topic_store::add_partitions(&dir, current, &meta, &store.pool, segments)
                             .map_err(storage_error)?;
-                    disk_logs(disks, policy.retention_bytes)
+                    disk_logs(disks, policy)
                 }
-                None => {
-                    let retention = retention_bytes(&topic.configs)?;
-                    memory_logs(count - current, retention)
-                }
+                None => memory_logs(count - current, policy),
             };
             partitions.extend(logs);
         }
+        Ok(())
+    }
+
+    /// Replaces a topic's configs (AlterConfigs; IncrementalAlterConfigs computes the new set
+    /// from the old), as Kafka checks them: nothing changes when one is refused. Applied to every
+    /// partition at once: retention by size now, the rest from the next append or background
+    /// pass on.
+    pub fn alter_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        let topic = self.get(name).ok_or_else(TopicError::unknown_topic)?;
+        topic_config::validate(&configs)?;
+        if validate_only {
+            return Ok(());
+        }
+        // Held throughout, so two alterations of one topic reach its file in the order they
+        // take effect.
+        let mut current = topic.configs.write();
+        let partitions = topic.partitions.read();
+        if let Some(store) = &self.store {
+            let meta = TopicMeta {
+                id: topic.id,
+                partitions: partitions.len() as i32,
+                configs: configs.clone(),
+            };
+            topic_store::write_meta(&store.dir.join(name), &meta).map_err(storage_error)?;
+            let segments = segment_policy(&configs, store.default_segment_bytes);
+            for log in partitions.iter() {
+                log.set_segment_bytes(segments.segment_bytes);
+            }
+        }
+        let policy = LogPolicy::from_configs(&configs);
+        for log in partitions.iter() {
+            log.set_policy(policy);
+        }
+        *current = configs;
         Ok(())
     }
 }
@@ -446,25 +463,47 @@ mod tests {
     }
 
     #[test]
-    fn retention_bytes_is_read_from_the_configs_and_checked_like_kafka() {
-        let with = |value: &str| BTreeMap::from([(RETENTION_BYTES.to_string(), value.to_string())]);
-        assert_eq!(retention_bytes(&BTreeMap::new()), Ok(None));
-        assert_eq!(retention_bytes(&with("1048576")), Ok(Some(1 << 20)));
-        assert_eq!(retention_bytes(&with("-1")), Ok(None));
-        let err = retention_bytes(&with("1MB")).unwrap_err();
-        assert_eq!(err.code, ResponseError::InvalidConfig);
-        assert_eq!(
-            err.message,
-            "Invalid value 1MB for configuration retention.bytes: Not a number of type LONG"
-        );
+    fn configs_are_checked_like_kafka_and_nothing_is_created_on_error() {
         let topics = Topics::default();
-        let mut bad = new("bad", 1);
-        bad.configs = with("lots");
+        for (key, value) in [("retention.bytes", "lots"), ("bogus.key", "1")] {
+            let mut bad = new("bad", 1);
+            bad.configs = BTreeMap::from([(key.to_string(), value.to_string())]);
+            assert_eq!(
+                topics.create(bad, false).unwrap_err().code,
+                ResponseError::InvalidConfig
+            );
+            assert!(topics.get("bad").is_none());
+        }
+    }
+
+    #[test]
+    fn altered_configs_apply_to_every_partition_and_a_refused_one_changes_nothing() {
+        let topics = Topics::default();
+        topics.create(new("orders", 2), false).unwrap();
+        let compact = BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
+        topics
+            .alter_configs("orders", compact.clone(), true)
+            .unwrap();
+        let topic = topics.get("orders").unwrap();
+        assert!(topic.configs().is_empty(), "validate_only");
+        topics
+            .alter_configs("orders", compact.clone(), false)
+            .unwrap();
+        assert_eq!(topic.configs(), compact);
+        assert!(topic.partitions().iter().all(|p| p.is_compacted()));
+        let bad = BTreeMap::from([("segment.ms".to_string(), "0".to_string())]);
         assert_eq!(
-            topics.create(bad, false).unwrap_err().code,
+            topics.alter_configs("orders", bad, false).unwrap_err().code,
             ResponseError::InvalidConfig
         );
-        assert!(topics.get("bad").is_none());
+        assert_eq!(topic.configs(), compact);
+        assert_eq!(
+            topics
+                .alter_configs("nope", compact, false)
+                .unwrap_err()
+                .code,
+            ResponseError::UnknownTopicOrPartition
+        );
     }
 
     #[test]

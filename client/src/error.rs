@@ -299,6 +299,15 @@ pub enum Error {
     /// unacknowledged record fails with this and so does every later send: create a new producer.
     #[error("the producer stopped for good after: {0} (create a new producer to go on)")]
     ProducerFatal(Box<Error>),
+    /// A transaction call on a producer without a transactional id.
+    #[error("the producer has no transactional id")]
+    NotTransactional,
+    /// A transaction call out of order (commit without begin, begin twice).
+    #[error("transaction: {0}")]
+    TransactionState(&'static str),
+    /// A record of the transaction failed, so it cannot commit: abort it.
+    #[error("the transaction cannot commit, a record of it failed: {0} (abort it)")]
+    TransactionAborted(Box<Error>),
 }
 
 impl Error {

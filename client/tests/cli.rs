@@ -347,3 +347,49 @@ async fn usage_errors_exit_2_and_every_verb_has_help_with_an_example() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_read_committed_skips_what_an_open_transaction_wrote() {
+    use client::{Producer, ProducerConfig, ProducerRecord};
+    let b = broker().await;
+    let addr = Some(b.addr());
+    client(
+        addr,
+        &["topics", "create", "orders", "--partitions", "1"],
+        "",
+    )
+    .await;
+    let connection = client::Client::connect(client::ClientConfig::new(&b.addr().to_string()))
+        .await
+        .unwrap();
+    let config = ProducerConfig {
+        enable_idempotence: true,
+        transactional_id: Some("cli-test".into()),
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(connection.clone(), config).unwrap();
+    producer.begin_transaction().await.unwrap();
+    let record = ProducerRecord::new("orders").partition(0).value("pending");
+    producer.send_and_wait(record).await.unwrap();
+    let run = client(addr, &["produce", "orders", "--partition", "0"], "after\n").await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let committed = [
+        "consume",
+        "orders",
+        "--exit",
+        "--isolation-level",
+        "read_committed",
+    ];
+    let run = client(addr, &committed, "").await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    let run = client(addr, &["consume", "orders", "--exit", "-f", "%o %s\\n"], "").await;
+    assert_eq!(run.stdout, "0 pending\n1 after\n");
+    producer.abort_transaction().await.unwrap();
+    let run = client(addr, &committed, "").await;
+    assert_eq!(
+        run.stdout, "orders/0@1 key=(null) value=after\n",
+        "{}",
+        run.stderr
+    );
+}

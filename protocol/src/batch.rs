@@ -171,6 +171,17 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
     batch[..8].copy_from_slice(&base_offset.to_be_bytes());
 }
 
+/// Stamps a batch with the broker's time, as a topic with `message.timestamp.type=LogAppendTime`
+/// does: the timestamp-type bit and the max timestamp (every record's timestamp from then on),
+/// and the CRC they are covered by.
+pub fn set_log_append_time(batch: &mut [u8], time: i64) {
+    let attributes = i16_at(batch, 21) | TIMESTAMP_TYPE_BIT;
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&time.to_be_bytes());
+    let crc = crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Splits concatenated batches into whole batches, dropping an incomplete tail (a broker may cut
 /// the last batch of a fetch at `max_bytes`). Stops at the first header that cannot be read.
 pub fn split_batches(mut buf: Bytes) -> impl Iterator<Item = (BatchHeader, Bytes)> {
@@ -319,6 +330,23 @@ pub(crate) mod tests {
         let batches: Vec<_> = split_batches(cut).collect();
         assert_eq!(batches.len(), 1);
         assert_eq!(batches[0].0.record_count, 2);
+    }
+
+    #[test]
+    fn log_append_time_sets_the_bit_and_the_max_timestamp_and_keeps_the_crc_valid() {
+        let mut buf = encoded(3);
+        set_log_append_time(&mut buf, 42_000);
+        let header = validate_single_batch(&buf).unwrap();
+        assert!(header.log_append_time());
+        assert_eq!(
+            (header.max_timestamp, header.base_timestamp),
+            (42_000, 1_700_000_000_000)
+        );
+        let decoded = RecordBatchDecoder::decode(&mut buf.freeze()).unwrap();
+        assert!(decoded
+            .records
+            .iter()
+            .all(|r| r.timestamp_type == TimestampType::LogAppend));
     }
 
     #[test]

@@ -174,6 +174,24 @@ impl<'a> RecordWalk<'a> {
         }))
     }
 
+    /// Whether the next record has a key (a non-null one), stepping over the rest of it.
+    pub fn next_has_key(&mut self) -> Result<Option<bool>, RecordsError> {
+        let Some(length) = self.length()? else {
+            return Ok(None);
+        };
+        let mut used = 0;
+        self.input.byte()?.ok_or(RecordsError::PrematureEnd)?; // attributes
+        used += 1;
+        self.input.varint(10, &mut used)?; // timestamp delta
+        self.input.varint(5, &mut used)?; // offset delta
+        let key_length = self.input.varint(5, &mut used)?;
+        let rest = length
+            .checked_sub(used)
+            .ok_or(RecordsError::Malformed("record fields run past its length"))?;
+        self.input.skip(rest)?;
+        Ok(Some(key_length >= 0))
+    }
+
     /// Checks that nothing follows the counted records.
     pub fn finish(mut self) -> Result<(), RecordsError> {
         match self.input.byte()? {
@@ -196,6 +214,80 @@ pub fn check_records(batch: &[u8], header: &BatchHeader, limit: usize) -> Result
     let mut walk = RecordWalk::new(batch, header, limit)?;
     while walk.skip()? {}
     walk.finish()
+}
+
+/// [`check_records`] for a compacted topic, which also refuses a record without a key: Kafka's
+/// cleaner keeps the last record of each key, so a record without one could never be kept.
+/// `Ok(false)` when some record has no key.
+pub fn check_records_keyed(
+    batch: &[u8],
+    header: &BatchHeader,
+    limit: usize,
+) -> Result<bool, RecordsError> {
+    let mut walk = RecordWalk::new(batch, header, limit)?;
+    let mut keyed = true;
+    while let Some(has_key) = walk.next_has_key()? {
+        keyed &= has_key;
+    }
+    walk.finish()?;
+    Ok(keyed)
+}
+
+/// Where one record lies in a batch's uncompressed records, and what the log cleaner reads of
+/// it: its key and whether its value is null (a tombstone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordSlice {
+    /// The whole record, its length prefix included: what a rewritten batch copies.
+    pub raw: std::ops::Range<usize>,
+    /// `None` for a null key.
+    pub key: Option<std::ops::Range<usize>>,
+    pub tombstone: bool,
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+}
+
+/// The `count` records of uncompressed record bytes, sliced.
+pub fn slice_records(records: &[u8], count: i32) -> Result<Vec<RecordSlice>, RecordsError> {
+    let mut slices = Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(1 << 16));
+    let mut at = 0;
+    for _ in 0..count.max(0) {
+        let (length, used) = slice_varint(records.get(at..).unwrap_or_default())?;
+        let body_start = at + used;
+        let length = usize::try_from(length)
+            .map_err(|_| RecordsError::Malformed("negative record length"))?;
+        let end = body_start
+            .checked_add(length)
+            .filter(|end| *end <= records.len())
+            .ok_or(RecordsError::PrematureEnd)?;
+        let body = &records[body_start..end];
+        let mut input = Input::Plain(body.get(1..).ok_or(RecordsError::PrematureEnd)?);
+        let mut used = 1;
+        let timestamp_delta = input.varint(10, &mut used)?;
+        let offset_delta = input.varint(5, &mut used)? as i32;
+        let key_length = input.varint(5, &mut used)?;
+        let key = match usize::try_from(key_length) {
+            Ok(len) => {
+                let from = body_start + used;
+                used += len;
+                Some(from..from + len)
+            }
+            Err(_) => None,
+        };
+        let mut rest = Input::Plain(body.get(used..).ok_or(RecordsError::PrematureEnd)?);
+        let value_length = rest.varint(5, &mut 0)?;
+        slices.push(RecordSlice {
+            raw: at..end,
+            key,
+            tombstone: value_length < 0,
+            offset_delta,
+            timestamp_delta,
+        });
+        at = end;
+    }
+    if at != records.len() {
+        return Err(RecordsError::Remaining);
+    }
+    Ok(slices)
 }
 
 fn check_plain(mut records: &[u8], count: i32) -> Result<(), RecordsError> {
@@ -431,6 +523,46 @@ mod tests {
             first_at_or_after(&batch, &header, 0, 1 << 20),
             Err(RecordsError::Malformed("record fields run past its length"))
         );
+    }
+
+    #[test]
+    fn keys_are_found_in_every_codec_and_records_are_sliced() {
+        for codec in CODECS {
+            let batch = encoded(&[1, 2, 3], codec);
+            let header = validate_single_batch(&batch).unwrap();
+            assert_eq!(
+                check_records_keyed(&batch, &header, 1 << 20),
+                Ok(true),
+                "{codec:?}"
+            );
+        }
+        let mut records: Vec<Record> = (0..3)
+            .map(|i| test_record(i, 100 + i as i64, Bytes::from(vec![b'v'; i])))
+            .collect();
+        records[1].key = None;
+        records[2].value = None;
+        let mut batch = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Codec::None,
+        };
+        RecordBatchEncoder::encode(&mut batch, &records, &options).unwrap();
+        let header = validate_single_batch(&batch).unwrap();
+        assert_eq!(check_records_keyed(&batch, &header, 1 << 20), Ok(false));
+        let body = &batch[HEADER_LEN..];
+        let slices = slice_records(body, 3).unwrap();
+        let keys: Vec<Option<&[u8]>> = slices
+            .iter()
+            .map(|s| s.key.clone().map(|k| &body[k]))
+            .collect();
+        assert_eq!(keys, vec![Some(&b"k0"[..]), None, Some(&b"k2"[..])]);
+        let tombstones: Vec<bool> = slices.iter().map(|s| s.tombstone).collect();
+        assert_eq!(tombstones, vec![false, false, true]);
+        assert_eq!(slices[2].offset_delta, 2);
+        assert_eq!(slices[2].timestamp_delta, 2);
+        assert_eq!(slices.last().unwrap().raw.end, body.len());
+        assert_eq!(slice_records(body, 2), Err(RecordsError::Remaining));
+        assert_eq!(slice_records(body, 4), Err(RecordsError::PrematureEnd));
     }
 
     #[test]

@@ -46,9 +46,18 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::CreateTopics, 2, 2, 7),
     api(ApiKey::DeleteTopics, 1, 1, 5),
     api(ApiKey::DescribeConfigs, 1, 1, 4),
+    api(ApiKey::DeleteRecords, 0, 0, 2),
     api(ApiKey::InitProducerId, 0, 0, 4),
+    // Up to the versions before KIP-890's second part (transaction.version 2), which this
+    // broker does not offer as a feature.
+    api(ApiKey::AddPartitionsToTxn, 0, 0, 3),
+    api(ApiKey::AddOffsetsToTxn, 0, 0, 3),
+    api(ApiKey::EndTxn, 0, 0, 4),
+    api(ApiKey::TxnOffsetCommit, 0, 0, 4),
     api(ApiKey::CreatePartitions, 0, 0, 3),
     api(ApiKey::DeleteGroups, 0, 0, 2),
+    api(ApiKey::AlterConfigs, 0, 0, 2),
+    api(ApiKey::IncrementalAlterConfigs, 0, 0, 1),
     api(ApiKey::OffsetDelete, 0, 0, 0),
 ];
 
@@ -105,9 +114,16 @@ pub fn request_versions(key: ApiKey) -> Option<VersionRange> {
         ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
         ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
         ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
+        ApiKey::DeleteRecords => DeleteRecordsRequest::VERSIONS,
         ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+        ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::VERSIONS,
+        ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::VERSIONS,
+        ApiKey::EndTxn => EndTxnRequest::VERSIONS,
+        ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::VERSIONS,
         ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
         ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
+        ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,
+        ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
         ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
         _ => return None,
     })

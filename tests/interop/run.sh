@@ -156,7 +156,8 @@ if [[ -n "${INTEROP_BOOTSTRAP:-}" ]]; then
 else
     BROKER="${INTEROP_BROKER_BIN:-$TARGET_DIR/release/broker}"
     [[ -x "$BROKER" ]] || { say "no broker binary at $BROKER"; exit 1; }
-    NO_COLOR=1 RUST_LOG="${RUST_LOG:-info}" "$BROKER" --listen 127.0.0.1:0 \
+    # The log cleaner every 500 ms, so that the compaction scenario reads a cleaned topic.
+    NO_COLOR=1 RUST_LOG="${RUST_LOG:-info}" "$BROKER" --listen 127.0.0.1:0 --log-cleaner-backoff-ms 500 \
         >"$LOGS/broker.stdout" 2>"$LOGS/broker.stderr" &
     BROKER_PID=$!
     ADDR=""
@@ -261,6 +262,16 @@ for client in kafka-python kafka-python-2.0.2 confluent-kafka kcat kafkajs kafka
     for step in split rejoin-leave lag; do
         scenario "groups $client: $step" "$PYTHON" groups_interop.py --bootstrap "$ADDR" --topic "$topic" --client "$client" "$step"
     done
+done
+
+# Transactions (confluent-kafka and kafkajs producers, read_committed consumers of both), topic
+# configs through kafka-python's admin, confluent-kafka's delete_records, a compacted topic read
+# after cleaning. kafkajs-reads-confluent reads what confluent-transactions wrote.
+for step in confluent-transactions kafkajs-reads-confluent confluent-invalid-timeout \
+    kafkajs-transactions kafka-python-configs confluent-delete-records compaction; do
+    topic="interop-txn-$step-${RUN_ID}"
+    [[ $step == kafkajs-reads-confluent ]] && topic="interop-txn-confluent-transactions-${RUN_ID}"
+    scenario "transactions/configs: $step" "$PYTHON" txn_interop.py --bootstrap "$ADDR" --topic "$topic" "$step"
 done
 
 # Group offsets (issue 19): reset and deleted by our CLI, read back by kafka-python 3.x's and

@@ -167,12 +167,27 @@ pub fn idempotent_batch(records: &[TestRecord<'_>], stamp: ProducerStamp) -> Byt
     encode_batch(records, Compression::None, Some(stamp))
 }
 
-/// The crate's encoder starts a new batch whenever `offset - sequence` changes, so record `i`
-/// gets offset `i` and sequence `base + i` (or `i - 1` without a producer, for baseSequence -1).
 fn encode_batch(
     records: &[TestRecord<'_>],
     compression: Compression,
     stamp: Option<ProducerStamp>,
+) -> Bytes {
+    let records: Vec<MaybeValue<'_>> = records.iter().map(|&(k, v, t)| (k, Some(v), t)).collect();
+    records_batch(&records, compression, stamp, false)
+}
+
+/// One record for [`records_batch`]: key, value (`None`: a tombstone), timestamp.
+pub type MaybeValue<'a> = (Option<&'a str>, Option<&'a str>, i64);
+
+/// Records as ONE v2 batch, stamped with a producer's id, epoch and sequences when given, and
+/// marked as part of a transaction when `transactional`. The crate's encoder starts a new batch
+/// whenever `offset - sequence` changes, so record `i` gets offset `i` and sequence `base + i`
+/// (or `i - 1` without a producer, for baseSequence -1).
+pub fn records_batch(
+    records: &[MaybeValue<'_>],
+    compression: Compression,
+    stamp: Option<ProducerStamp>,
+    transactional: bool,
 ) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) =
         stamp.map_or((-1, -1, -1), |s| (s.id, s.epoch, s.base_sequence));
@@ -180,7 +195,7 @@ fn encode_batch(
         .iter()
         .enumerate()
         .map(|(i, &(key, value, timestamp))| Record {
-            transactional: false,
+            transactional,
             control: false,
             partition_leader_epoch: -1,
             producer_id,
@@ -191,7 +206,7 @@ fn encode_batch(
             sequence: base_sequence.wrapping_add(i as i32),
             timestamp,
             key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
-            value: Some(Bytes::copy_from_slice(value.as_bytes())),
+            value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
             headers: Default::default(),
         })
         .collect();

@@ -98,7 +98,7 @@ async fn topics_and_records_survive_a_restart() {
     // The producer's retry after the restart is still recognised, and new data continues at 3.
     assert_eq!(produce_orders(&mut client, 2, idempotent).await, (0, 2));
     assert_eq!(produce_orders(&mut client, 2, values(1)).await, (0, 3));
-    let configs = broker.state().topics.get("orders").unwrap().configs.clone();
+    let configs = broker.state().topics.get("orders").unwrap().configs();
     assert_eq!(
         configs.get("retention.ms").map(String::as_str),
         Some("5000")

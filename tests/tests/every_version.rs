@@ -55,6 +55,77 @@ fn sample(key: ApiKey, version: i16) -> Option<RequestBody> {
                     .with_resource_name(StrBytes::from_static_str("1")),
             ]))
         }
+        ApiKey::AlterConfigs => {
+            RequestBody::AlterConfigs(AlterConfigsRequest::default().with_resources(vec![
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t")),
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("missing")),
+            ]))
+        }
+        ApiKey::IncrementalAlterConfigs => RequestBody::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_configs(vec![
+                        incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str("retention.ms"))
+                            .with_config_operation(1),
+                    ]),
+            ]),
+        ),
+        ApiKey::DeleteRecords => {
+            RequestBody::DeleteRecords(DeleteRecordsRequest::default().with_topics(vec![
+                delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(topic())
+                    .with_partitions(vec![
+                        delete_records_request::DeleteRecordsPartition::default()
+                            .with_partition_index(0)
+                            .with_offset(0),
+                        delete_records_request::DeleteRecordsPartition::default()
+                            .with_partition_index(9)
+                            .with_offset(0),
+                    ]),
+            ]))
+        }
+        ApiKey::AddPartitionsToTxn => RequestBody::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "nobody",
+                )))
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![0, 9]),
+                ]),
+        ),
+        ApiKey::AddOffsetsToTxn => RequestBody::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("nobody"))),
+        ),
+        ApiKey::EndTxn => RequestBody::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("nobody"))),
+        ),
+        ApiKey::TxnOffsetCommit => RequestBody::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("nobody")))
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(
+                            [0, 9]
+                                .map(|p| {
+                                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                        .with_partition_index(p)
+                                })
+                                .to_vec(),
+                        ),
+                ]),
+        ),
         ApiKey::InitProducerId => RequestBody::InitProducerId(
             InitProducerIdRequest::default().with_transactional_id(None),
         ),
@@ -240,6 +311,13 @@ enum RequestBody {
     DeleteTopics(DeleteTopicsRequest),
     CreatePartitions(CreatePartitionsRequest),
     DescribeConfigs(DescribeConfigsRequest),
+    AlterConfigs(AlterConfigsRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    DeleteRecords(DeleteRecordsRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
     InitProducerId(InitProducerIdRequest),
     ListOffsets(ListOffsetsRequest),
     Produce(ProduceRequest),
@@ -254,6 +332,13 @@ async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
         RequestBody::DeleteTopics(r) => drop(client.call(&r, version).await),
         RequestBody::CreatePartitions(r) => drop(client.call(&r, version).await),
         RequestBody::DescribeConfigs(r) => drop(client.call(&r, version).await),
+        RequestBody::AlterConfigs(r) => drop(client.call(&r, version).await),
+        RequestBody::IncrementalAlterConfigs(r) => drop(client.call(&r, version).await),
+        RequestBody::DeleteRecords(r) => drop(client.call(&r, version).await),
+        RequestBody::AddPartitionsToTxn(r) => drop(client.call(&r, version).await),
+        RequestBody::AddOffsetsToTxn(r) => drop(client.call(&r, version).await),
+        RequestBody::EndTxn(r) => drop(client.call(&r, version).await),
+        RequestBody::TxnOffsetCommit(r) => drop(client.call(&r, version).await),
         RequestBody::InitProducerId(r) => drop(client.call(&r, version).await),
         RequestBody::ListOffsets(r) => drop(client.call(&r, version).await),
         RequestBody::Produce(r) => drop(client.call(&r, version).await),

@@ -138,7 +138,7 @@ pub struct GroupListing {
 }
 
 /// One partition of an OffsetCommit that passed the topic checks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetCommit {
     pub topic: String,
     pub partition: i32,

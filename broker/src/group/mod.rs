@@ -202,51 +202,91 @@ impl GroupCoordinator {
         };
         cell.with(&self.shutdown, |group, now| {
             group.validate_offset_commit(member_id, group_instance_id, generation_id, now)?;
-            let mut results = Vec::with_capacity(commits.len());
-            let mut accepted = Vec::new();
-            for commit in commits {
-                let metadata = commit.metadata.unwrap_or_default();
-                if metadata_too_large(&metadata) {
-                    results.push(Some(ResponseError::OffsetMetadataTooLarge));
-                    continue;
-                }
-                results.push(None);
-                accepted.push(OffsetChange::Commit {
-                    group: group_id.to_string(),
-                    topic: commit.topic,
-                    partition: commit.partition,
-                    committed: CommittedOffset {
-                        offset: commit.offset,
-                        leader_epoch: commit.leader_epoch,
-                        metadata,
-                    },
-                });
-            }
-            // On disk before it is visible or acknowledged, under the group's lock so two
-            // commits of one group reach the file in the order they take effect.
-            if let Some(log) = &self.offsets_log {
-                if let Err(e) = log.append(&accepted) {
-                    tracing::error!(group = group_id, "committed offsets not written: {e}");
-                    return Ok(results
-                        .into_iter()
-                        .map(|r| r.or(Some(ResponseError::KafkaStorageError)))
-                        .collect());
-                }
-            }
-            let offsets = group.offsets_mut();
-            for change in accepted {
-                if let OffsetChange::Commit {
-                    topic,
-                    partition,
-                    committed,
-                    ..
-                } = change
-                {
-                    offsets.commit(&topic, partition, committed);
-                }
-            }
-            Ok(results)
+            Ok(self.store_commits(group_id, group, commits))
         })
+    }
+
+    /// TxnOffsetCommit's check of the member sending a transaction's offsets (KIP-447): with
+    /// a member id or a generation, they must be the group's current ones, so a member that
+    /// was removed while its transaction was open cannot commit it (ILLEGAL_GENERATION,
+    /// UNKNOWN_MEMBER_ID) and must abort. Without either (an older client), nothing is checked.
+    pub fn validate_txn_offset_commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), ResponseError> {
+        if generation_id < 0 && member_id.is_empty() && group_instance_id.is_none() {
+            return Ok(());
+        }
+        let cell = self.get(group_id).ok_or(ResponseError::IllegalGeneration)?;
+        cell.with(&self.shutdown, |group, now| {
+            group.validate_offset_commit(member_id, group_instance_id, generation_id, now)
+        })
+    }
+
+    /// The offsets a transaction committed (TxnOffsetCommit, then EndTxn commit): checked when
+    /// they were sent, applied now whatever the group's generation has become, as Kafka's
+    /// coordinator applies them at the commit marker.
+    pub fn commit_transactional(&self, group_id: &str, commits: Vec<OffsetCommit>) {
+        let cell = self.get_or_create(group_id);
+        cell.with(&self.shutdown, |group, _| {
+            self.store_commits(group_id, group, commits);
+        });
+    }
+
+    /// Writes `commits` to the offsets log, then to the group: one result per commit.
+    fn store_commits(
+        &self,
+        group_id: &str,
+        group: &mut Group,
+        commits: Vec<OffsetCommit>,
+    ) -> Vec<Option<ResponseError>> {
+        let mut results = Vec::with_capacity(commits.len());
+        let mut accepted = Vec::new();
+        for commit in commits {
+            let metadata = commit.metadata.unwrap_or_default();
+            if metadata_too_large(&metadata) {
+                results.push(Some(ResponseError::OffsetMetadataTooLarge));
+                continue;
+            }
+            results.push(None);
+            accepted.push(OffsetChange::Commit {
+                group: group_id.to_string(),
+                topic: commit.topic,
+                partition: commit.partition,
+                committed: CommittedOffset {
+                    offset: commit.offset,
+                    leader_epoch: commit.leader_epoch,
+                    metadata,
+                },
+            });
+        }
+        // On disk before it is visible or acknowledged, under the group's lock so two
+        // commits of one group reach the file in the order they take effect.
+        if let Some(log) = &self.offsets_log {
+            if let Err(e) = log.append(&accepted) {
+                tracing::error!(group = group_id, "committed offsets not written: {e}");
+                return results
+                    .into_iter()
+                    .map(|r| r.or(Some(ResponseError::KafkaStorageError)))
+                    .collect();
+            }
+        }
+        let offsets = group.offsets_mut();
+        for change in accepted {
+            if let OffsetChange::Commit {
+                topic,
+                partition,
+                committed,
+                ..
+            } = change
+            {
+                offsets.commit(&topic, partition, committed);
+            }
+        }
+        results
     }
 
     /// The committed offsets of the named partitions, or of every committed partition when

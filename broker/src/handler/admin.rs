@@ -1,16 +1,13 @@
-//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs.
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions (configs: [`super::configs`]).
 
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
-};
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -151,106 +148,4 @@ pub fn create_partitions(
         })
         .collect();
     CreatePartitionsResponse::default().with_results(results)
-}
-
-/// Resource types of DescribeConfigs.
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
-/// Config sources.
-const SOURCE_TOPIC: i8 = 1;
-const SOURCE_DEFAULT: i8 = 5;
-
-/// The topic configs a single in-memory broker actually has, with Kafka's defaults. Reported so
-/// that `kafka-topics.sh --describe` and admin clients get sensible answers.
-const TOPIC_DEFAULTS: &[(&str, &str)] = &[
-    ("cleanup.policy", "delete"),
-    ("compression.type", "producer"),
-    ("max.message.bytes", "1048588"),
-    ("message.timestamp.type", "CreateTime"),
-    ("min.insync.replicas", "1"),
-    ("retention.bytes", "-1"),
-    ("retention.ms", "604800000"),
-];
-
-pub fn describe_configs(
-    state: &BrokerState,
-    request: DescribeConfigsRequest,
-) -> DescribeConfigsResponse {
-    let results = request
-        .resources
-        .into_iter()
-        .map(|resource| {
-            let result = DescribeConfigsResult::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            // Null or empty: every config.
-            let wanted = |name: &str| {
-                resource
-                    .configuration_keys
-                    .as_ref()
-                    .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
-            };
-            match resource.resource_type {
-                RESOURCE_TOPIC => match state.topics.get(&resource.resource_name) {
-                    Some(topic) => {
-                        let mut entries: BTreeMap<&str, (&str, i8)> = TOPIC_DEFAULTS
-                            .iter()
-                            .map(|&(k, v)| (k, (v, SOURCE_DEFAULT)))
-                            .collect();
-                        for (k, v) in &topic.configs {
-                            entries.insert(k, (v, SOURCE_TOPIC));
-                        }
-                        result.with_configs(
-                            entries
-                                .into_iter()
-                                .filter(|(k, _)| wanted(k))
-                                .map(|(k, (v, source))| config_entry(k, v, source))
-                                .collect(),
-                        )
-                    }
-                    None => {
-                        let e = TopicError::unknown_topic();
-                        result
-                            .with_error_code(code(e.code))
-                            .with_error_message(Some(str_bytes(&e.message)))
-                    }
-                },
-                RESOURCE_BROKER => {
-                    let config = &state.config;
-                    let entries = [
-                        ("num.partitions", config.default_partitions.to_string()),
-                        (
-                            "auto.create.topics.enable",
-                            config.auto_create_topics.to_string(),
-                        ),
-                        ("message.max.bytes", config.max_message_bytes.to_string()),
-                        (
-                            "socket.request.max.bytes",
-                            config.max_request_bytes.to_string(),
-                        ),
-                    ];
-                    result.with_configs(
-                        entries
-                            .iter()
-                            .filter(|(k, _)| wanted(k))
-                            .map(|(k, v)| config_entry(k, v, SOURCE_DEFAULT))
-                            .collect(),
-                    )
-                }
-                other => result
-                    .with_error_code(code(ResponseError::InvalidRequest))
-                    .with_error_message(Some(str_bytes(&format!(
-                        "Unsupported resource type {other}"
-                    )))),
-            }
-        })
-        .collect();
-    DescribeConfigsResponse::default().with_results(results)
-}
-
-fn config_entry(name: &str, value: &str, source: i8) -> DescribeConfigsResourceResult {
-    DescribeConfigsResourceResult::default()
-        .with_name(str_bytes(name))
-        .with_value(Some(str_bytes(value)))
-        .with_config_source(source)
 }

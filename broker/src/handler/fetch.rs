@@ -1,4 +1,5 @@
-//! Fetch v4-12: a long poll over stored batches.
+//! Fetch v4-12: a long poll over stored batches, up to the high watermark (read_uncommitted) or
+//! the last stable offset with the aborted transactions among them (read_committed).
 //!
 //! A fetch that cannot be satisfied at once (fewer than `min_bytes` available) parks until an
 //! append to one of its partitions wakes it or `max_wait_ms` passes, never longer: clients size
@@ -20,7 +21,7 @@ use tokio::time::Instant;
 use super::code;
 use super::fetch_body::{FetchBody, FetchedPartition, FetchedTopic};
 use crate::fetch_memory::{FetchMemory, FetchPermit};
-use crate::log::PartitionLog;
+use crate::log::{Isolation, PartitionLog};
 use crate::state::BrokerState;
 
 /// One requested partition, resolved once per request.
@@ -62,6 +63,7 @@ pub async fn handle(
             (t.topic, partitions)
         })
         .collect();
+    let isolation = Isolation::from_code(request.isolation_level);
     let max_bytes = request.max_bytes.max(0) as usize;
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
@@ -76,7 +78,7 @@ pub async fn handle(
         for notified in &mut appended {
             notified.as_mut().enable();
         }
-        let (response, gathered) = gather(&wanted, max_bytes, true);
+        let (response, gathered) = gather(&wanted, max_bytes, true, isolation);
         let satisfied = gathered.bytes >= min_bytes.max(1) || gathered.errors;
         if satisfied || appended.is_empty() || Instant::now() >= deadline {
             break (response, gathered.bytes);
@@ -84,14 +86,14 @@ pub async fn handle(
         tokio::select! {
             _ = select_all(appended) => {}
             _ = tokio::time::sleep_until(deadline) => {
-                let (response, gathered) = gather(&wanted, max_bytes, true);
+                let (response, gathered) = gather(&wanted, max_bytes, true, isolation);
                 break (response, gathered.bytes);
             }
         }
     };
     match state.fetch_memory.try_take(bytes) {
         Some(permit) => (response, Some(permit)),
-        None => within_budget(&state.fetch_memory, &wanted, max_bytes, deadline).await,
+        None => within_budget(&state.fetch_memory, &wanted, max_bytes, isolation, deadline).await,
     }
 }
 
@@ -100,6 +102,7 @@ async fn within_budget(
     memory: &Arc<FetchMemory>,
     wanted: &[(TopicName, Vec<Wanted>)],
     max_bytes: usize,
+    isolation: Isolation,
     deadline: Instant,
 ) -> (FetchBody, Option<FetchPermit>) {
     loop {
@@ -109,7 +112,7 @@ async fn within_budget(
         let available = memory.available();
         if available > 0 {
             // At least one batch even past what is left (KIP-74), taken whole below if it fits.
-            let (body, gathered) = gather(wanted, max_bytes.min(available), true);
+            let (body, gathered) = gather(wanted, max_bytes.min(available), true, isolation);
             if let Some(permit) = memory.try_take(gathered.bytes) {
                 return (body, Some(permit));
             }
@@ -118,7 +121,7 @@ async fn within_budget(
             _ = released => {}
             _ = tokio::time::sleep_until(deadline) => {
                 // Spent until the deadline: offsets and errors, no records.
-                return (gather(wanted, 0, false).0, None);
+                return (gather(wanted, 0, false, isolation).0, None);
             }
         }
     }
@@ -135,6 +138,7 @@ fn gather(
     wanted: &[(TopicName, Vec<Wanted>)],
     max_bytes: usize,
     at_least_one: bool,
+    isolation: Isolation,
 ) -> (FetchBody, Gathered) {
     let mut gathered = Gathered {
         bytes: 0,
@@ -150,6 +154,7 @@ fn gather(
                         p,
                         max_bytes.saturating_sub(gathered.bytes),
                         at_least_one && gathered.bytes == 0,
+                        isolation,
                     );
                     gathered.bytes += data.records_size();
                     gathered.errors |= data.error_code != 0;
@@ -169,32 +174,40 @@ fn gather(
     (body, gathered)
 }
 
-fn read_partition(wanted: &Wanted, remaining: usize, first: bool) -> FetchedPartition {
-    let failed = |error: ResponseError, end: i64, start: i64| FetchedPartition {
+fn read_partition(
+    wanted: &Wanted,
+    remaining: usize,
+    first: bool,
+    isolation: Isolation,
+) -> FetchedPartition {
+    let failed = |error: ResponseError, end: i64, stable: i64, start: i64| FetchedPartition {
         index: wanted.index,
         error_code: code(error),
         high_watermark: end,
-        last_stable_offset: end,
+        last_stable_offset: stable,
         log_start_offset: start,
+        aborted: Vec::new(),
         records: Vec::new(),
     };
     let Some(log) = &wanted.log else {
-        return failed(ResponseError::UnknownTopicOrPartition, -1, -1);
+        return failed(ResponseError::UnknownTopicOrPartition, -1, -1, -1);
     };
     let limit = wanted.max_bytes.min(remaining);
-    match log.read(wanted.fetch_offset, limit, first) {
+    match log.read(wanted.fetch_offset, limit, first, isolation) {
         Ok(read) => FetchedPartition {
             index: wanted.index,
             error_code: 0,
             high_watermark: read.offsets.end,
-            last_stable_offset: read.offsets.end,
+            last_stable_offset: read.offsets.stable,
             log_start_offset: read.offsets.start,
+            aborted: read.aborted,
             // The stored batches themselves; none is an empty record set (see FetchedPartition).
             records: read.records,
         },
         Err(out_of_range) => failed(
             ResponseError::OffsetOutOfRange,
             out_of_range.offsets.end,
+            out_of_range.offsets.stable,
             out_of_range.offsets.start,
         ),
     }

@@ -10,14 +10,16 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::TopicName;
 use protocol::pieces::{put_len, put_no_tagged_fields, put_string, Pieces, TooLong};
 
+use crate::log::AbortedTxn;
+
 /// The versions this encoder writes: what the broker accepts.
 const VERSIONS: std::ops::RangeInclusive<i16> = 4..=12;
 
 /// The first version with compact lengths and tagged fields.
 const FLEXIBLE_FROM: i16 = 12;
 
-/// A Fetch answer: no throttle, no fetch session (session id 0), no aborted transactions and no
-/// preferred read replica (this broker is the only one).
+/// A Fetch answer: no throttle, no fetch session (session id 0) and no preferred read replica
+/// (this broker is the only one).
 #[derive(Debug, Default)]
 pub struct FetchBody {
     /// The top-level error (v7+).
@@ -38,6 +40,8 @@ pub struct FetchedPartition {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// read_committed: the aborted transactions among the batches (an empty list otherwise).
+    pub aborted: Vec<AbortedTxn>,
     /// Stored batches in offset order. None is an empty record set, never a null one:
     /// librdkafka rejects a size of -1.
     pub records: Vec<Bytes>,
@@ -79,8 +83,14 @@ impl FetchBody {
                 if version >= 5 {
                     buf.put_i64(p.log_start_offset);
                 }
-                // aborted_transactions (v4+): an empty array, not null.
-                put_len(buf, flexible, "aborted transactions", 0).map_err(too_long)?;
+                // aborted_transactions (v4+): never null.
+                put_len(buf, flexible, "aborted transactions", p.aborted.len())
+                    .map_err(too_long)?;
+                for aborted in &p.aborted {
+                    buf.put_i64(aborted.producer_id);
+                    buf.put_i64(aborted.first_offset);
+                    put_no_tagged_fields(buf, flexible);
+                }
                 if version >= 11 {
                     buf.put_i32(-1); // preferred_read_replica
                 }
@@ -100,8 +110,10 @@ impl FetchBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-    use kafka_protocol::messages::{BrokerId, FetchResponse};
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use kafka_protocol::messages::{BrokerId, FetchResponse, ProducerId};
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use protocol::pieces::SPLICE_FROM;
 
@@ -116,6 +128,13 @@ mod tests {
             high_watermark: 1000 + index as i64,
             last_stable_offset: 900 + index as i64,
             log_start_offset: 10 + index as i64,
+            aborted: (0..index as i64 % 3)
+                .map(|i| AbortedTxn {
+                    producer_id: 40 + i,
+                    first_offset: 100 * i,
+                    last_offset: 100 * i + 50,
+                })
+                .collect(),
             records,
         }
     }
@@ -174,7 +193,16 @@ mod tests {
                             .with_last_stable_offset(p.last_stable_offset)
                             .with_log_start_offset(p.log_start_offset)
                             .with_preferred_read_replica(BrokerId(-1))
-                            .with_aborted_transactions(Some(Vec::new()))
+                            .with_aborted_transactions(Some(
+                                p.aborted
+                                    .iter()
+                                    .map(|a| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(a.producer_id))
+                                            .with_first_offset(a.first_offset)
+                                    })
+                                    .collect(),
+                            ))
                             .with_records(Some(Bytes::from(p.records.concat())))
                     })
                     .collect();

@@ -19,7 +19,7 @@ use protocol::records::{first_at_or_after, RecordsError};
 use tracing::warn;
 
 use super::code;
-use crate::log::{PartitionLog, StoredBatch};
+use crate::log::{Isolation, PartitionLog, StoredBatch};
 use crate::state::BrokerState;
 
 const LATEST: i64 = -1;
@@ -52,7 +52,8 @@ pub fn handle(
                             .with_offset(-1);
                     };
                     let limit = state.config.max_uncompressed_batch_bytes;
-                    match lookup(&log, p.timestamp, limit) {
+                    let isolation = Isolation::from_code(request.isolation_level);
+                    match lookup(&log, p.timestamp, limit, isolation) {
                         Ok((timestamp, offset)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
@@ -73,9 +74,16 @@ pub fn handle(
 }
 
 /// `(timestamp, offset)` for one partition; `(-1, -1)` when no record is that recent.
-fn lookup(log: &PartitionLog, timestamp: i64, limit: usize) -> Result<(i64, i64), ResponseError> {
+fn lookup(
+    log: &PartitionLog,
+    timestamp: i64,
+    limit: usize,
+    isolation: Isolation,
+) -> Result<(i64, i64), ResponseError> {
     let offsets = log.offsets();
     match timestamp {
+        // read_committed: what such a consumer can read up to, the last stable offset.
+        LATEST if isolation == Isolation::ReadCommitted => Ok((-1, offsets.stable)),
         LATEST => Ok((-1, offsets.end)),
         EARLIEST => Ok((-1, offsets.start)),
         MAX_TIMESTAMP => match log.max_timestamp_batch() {
@@ -147,15 +155,27 @@ mod tests {
         stored_gzip(&log, 10, 1000);
         stored_gzip(&log, 100_000, 2000);
         // The first batch is walked: the exact record.
-        assert_eq!(lookup(&log, 1000, 4096), Ok((1000, 0)));
+        assert_eq!(
+            lookup(&log, 1000, 4096, Isolation::ReadUncommitted),
+            Ok((1000, 0))
+        );
         // In the second, no record reaches 1500 although its header says 2000. Walked whole,
         // that is a corrupt batch; past the limit, the answer is the batch's first offset.
         assert_eq!(
-            lookup(&log, 1500, 1 << 20),
+            lookup(&log, 1500, 1 << 20, Isolation::ReadUncommitted),
             Err(ResponseError::CorruptMessage)
         );
-        assert_eq!(lookup(&log, 1500, 4096), Ok((2000, 10)));
-        assert_eq!(lookup(&log, -3, 4096), Ok((2000, 10)));
-        assert_eq!(lookup(&log, 2001, 4096), Ok((-1, -1)));
+        assert_eq!(
+            lookup(&log, 1500, 4096, Isolation::ReadUncommitted),
+            Ok((2000, 10))
+        );
+        assert_eq!(
+            lookup(&log, -3, 4096, Isolation::ReadUncommitted),
+            Ok((2000, 10))
+        );
+        assert_eq!(
+            lookup(&log, 2001, 4096, Isolation::ReadUncommitted),
+            Ok((-1, -1))
+        );
     }
 }

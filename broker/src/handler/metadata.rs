@@ -10,7 +10,29 @@ use super::{code, str_bytes};
 use crate::state::BrokerState;
 use crate::topics::Topic;
 
+/// The operations on a topic an unsecured Kafka reports as allowed when asked (READ, WRITE,
+/// CREATE, ALTER, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, as bits of their ACL codes).
+const TOPIC_AUTHORIZED_OPERATIONS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// The same for the cluster (v8-10): CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+/// ALTER_CONFIGS, IDEMPOTENT_WRITE.
+const CLUSTER_AUTHORIZED_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// What Kafka sends when the client did not ask for authorized operations.
+const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
 pub fn handle(state: &BrokerState, request: MetadataRequest, version: i16) -> MetadataResponse {
+    let topic_operations = if version >= 8 && request.include_topic_authorized_operations {
+        TOPIC_AUTHORIZED_OPERATIONS
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    let cluster_operations =
+        if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
+            CLUSTER_AUTHORIZED_OPERATIONS
+        } else {
+            OPERATIONS_NOT_REQUESTED
+        };
     // v0 has no null: an empty list means every topic. From v1 null means all and empty none.
     let requested = match request.topics {
         Some(topics) if version == 0 && topics.is_empty() => None,
@@ -24,12 +46,12 @@ pub fn handle(state: &BrokerState, request: MetadataRequest, version: i16) -> Me
             .topics
             .all()
             .iter()
-            .map(|t| describe(state, t))
+            .map(|t| describe(state, t, topic_operations))
             .collect(),
         Some(wanted) => wanted
             .into_iter()
             .map(|t| match t.name {
-                Some(name) => lookup(state, &name, may_create),
+                Some(name) => lookup(state, &name, may_create, topic_operations),
                 // v10+ may name topics by id only; we never hand out ids as keys.
                 None => MetadataResponseTopic::default()
                     .with_error_code(code(ResponseError::UnknownTopicId))
@@ -45,13 +67,21 @@ pub fn handle(state: &BrokerState, request: MetadataRequest, version: i16) -> Me
         .with_brokers(vec![broker])
         .with_controller_id(BrokerId(state.node_id()))
         .with_topics(topics);
+    if (8..=10).contains(&version) {
+        response.cluster_authorized_operations = cluster_operations;
+    }
     if version >= 2 {
         response.cluster_id = Some(str_bytes(&state.cluster_id));
     }
     response
 }
 
-fn lookup(state: &BrokerState, name: &TopicName, may_create: bool) -> MetadataResponseTopic {
+fn lookup(
+    state: &BrokerState,
+    name: &TopicName,
+    may_create: bool,
+    operations: i32,
+) -> MetadataResponseTopic {
     let found = if may_create {
         state.topic_or_create(name)
     } else {
@@ -61,14 +91,14 @@ fn lookup(state: &BrokerState, name: &TopicName, may_create: bool) -> MetadataRe
             .ok_or_else(crate::topics::TopicError::unknown_topic)
     };
     match found {
-        Ok(topic) => describe(state, &topic),
+        Ok(topic) => describe(state, &topic, operations),
         Err(e) => MetadataResponseTopic::default()
             .with_name(Some(name.clone()))
             .with_error_code(code(e.code)),
     }
 }
 
-fn describe(state: &BrokerState, topic: &Topic) -> MetadataResponseTopic {
+fn describe(state: &BrokerState, topic: &Topic, operations: i32) -> MetadataResponseTopic {
     let me = BrokerId(state.node_id());
     let partitions = (0..topic.partition_count())
         .map(|index| {
@@ -84,4 +114,5 @@ fn describe(state: &BrokerState, topic: &Topic) -> MetadataResponseTopic {
         .with_name(Some(TopicName(str_bytes(&topic.name))))
         .with_topic_id(topic.id)
         .with_partitions(partitions)
+        .with_topic_authorized_operations(operations)
 }

@@ -6,15 +6,17 @@
 
 mod admin;
 mod api_versions;
+mod configs;
+mod delete_records;
 mod fetch;
 mod fetch_body;
 mod group_admin;
 mod group_membership;
 mod group_offsets;
-mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod txn;
 
 use std::net::SocketAddr;
 
@@ -87,7 +89,14 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
             ResponseKind::CreatePartitions(admin::create_partitions(state, r))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(admin::describe_configs(state, r))
+            ResponseKind::DescribeConfigs(configs::describe(state, r, version))
+        }
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(configs::alter(state, r)),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(state, r))
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(state, r))
         }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(state, r, version))
@@ -115,7 +124,17 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
             };
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(state, r))
+            ResponseKind::InitProducerId(txn::init_producer_id(state, r, version).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions(state, r, version))
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets(state, r, version))
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end(state, r, version).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn::commit_offsets(state, r, version))
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(group_admin::find_coordinator(state, r, version))

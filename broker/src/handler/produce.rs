@@ -16,10 +16,10 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 use protocol::batch::{validate_single_batch, BatchError, BatchHeader};
 use protocol::compression::DecompressError;
-use protocol::records::{check_records, RecordsError};
+use protocol::records::{check_records, check_records_keyed, RecordsError};
 
 use super::{code, str_bytes};
-use crate::log::PartitionLog;
+use crate::log::{Appended, PartitionLog};
 use crate::state::BrokerState;
 use crate::topics::Topic;
 
@@ -65,20 +65,20 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
                     } else {
                         Err((ResponseError::InvalidRequiredAcks, None))
                     };
-                    let outcome = outcome.map(|(log, base_offset, log_start_offset)| {
+                    let outcome = outcome.map(|(log, appended, log_start_offset)| {
                         if request.acks == -1 && log.is_on_disk() {
                             unsynced.push((topic_at, partition_at, log));
                         }
-                        (base_offset, log_start_offset)
+                        (appended, log_start_offset)
                     });
                     if outcome.is_ok() {
                         ack_lost |= state.faults.drop_ack(&data.name, index);
                     }
                     match outcome {
-                        Ok((base_offset, log_start_offset)) => PartitionProduceResponse::default()
+                        Ok((appended, log_start_offset)) => PartitionProduceResponse::default()
                             .with_index(index)
-                            .with_base_offset(base_offset)
-                            .with_log_append_time_ms(-1)
+                            .with_base_offset(appended.base_offset)
+                            .with_log_append_time_ms(appended.log_append_time)
                             .with_log_start_offset(log_start_offset),
                         Err((error, message)) => {
                             failed = true;
@@ -143,7 +143,7 @@ impl AwaitingSync {
 
 type PartitionError = (ResponseError, Option<String>);
 
-/// Validates and appends one partition's batch: the log, the base offset and the log start
+/// Validates and appends one partition's batch: the log, where the batch went and the log start
 /// offset.
 fn append(
     state: &BrokerState,
@@ -151,7 +151,7 @@ fn append(
     topic: Option<&Topic>,
     data: PartitionProduceData,
     version: i16,
-) -> Result<(Arc<PartitionLog>, i64, i64), PartitionError> {
+) -> Result<(Arc<PartitionLog>, Appended, i64), PartitionError> {
     let log = topic
         .and_then(|t| t.partition(data.index))
         .ok_or((ResponseError::UnknownTopicOrPartition, None))?;
@@ -189,14 +189,22 @@ fn append(
             )),
         ));
     }
-    if header.is_transactional() || header.is_control() {
+    if header.is_control() {
         return Err((
             ResponseError::InvalidRecord,
-            Some("transactional and control batches need the transaction APIs, which this broker does not offer".into()),
+            Some(
+                "control batches are written by the transaction coordinator, never produced".into(),
+            ),
         ));
     }
     check_counts(&header, topic_name, data.index)?;
-    check_records(&records, &header, state.config.max_uncompressed_batch_bytes).map_err(|e| {
+    let limit = state.config.max_uncompressed_batch_bytes;
+    let checked = if log.is_compacted() {
+        check_records_keyed(&records, &header, limit)
+    } else {
+        check_records(&records, &header, limit).map(|()| true)
+    };
+    let keyed = checked.map_err(|e| {
         match e {
             RecordsError::Decompress(DecompressError::TooLarge { limit, .. }) => (
                 ResponseError::MessageTooLarge,
@@ -208,6 +216,15 @@ fn append(
             invalid => (ResponseError::InvalidRecord, Some(invalid.to_string())),
         }
     })?;
+    if !keyed {
+        return Err((
+            ResponseError::InvalidRecord,
+            Some(format!(
+                "Compacted topic cannot accept message without key in topic partition {topic_name}-{}.",
+                data.index
+            )),
+        ));
+    }
     // A newer epoch of this producer id exists: the writer is a zombie of a restarted instance.
     if header.producer_id >= 0
         && state
@@ -216,9 +233,21 @@ fn append(
     {
         return Err((ResponseError::InvalidProducerEpoch, None));
     }
+    // A transactional batch belongs to an open transaction that holds this partition (the
+    // producer called AddPartitionsToTxn first): anything else would never be ended by a marker.
+    if header.is_transactional()
+        && !state.txns.accepts(
+            header.producer_id,
+            header.producer_epoch,
+            topic_name,
+            data.index,
+        )
+    {
+        return Err((ResponseError::InvalidTxnState, None));
+    }
     let appended = log.append(&records, &header).map_err(|e| (e, None))?;
     let start = log.offsets().start;
-    Ok((log, appended.base_offset(), start))
+    Ok((log, appended, start))
 }
 
 /// Kafka's checks of a client's v2 batch header (`LogValidator.validateBatch`), with its

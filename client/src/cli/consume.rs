@@ -50,9 +50,18 @@ pub struct ConsumeArgs {
     /// payload)
     #[arg(short = 'J', long = "json", conflicts_with = "format")]
     pub json: bool,
+    /// Kafka's isolation.level: read_committed reads committed transactions only, up to the
+    /// last stable offset (kcat -X isolation.level=read_committed)
+    #[arg(long, value_name = "LEVEL", default_value = "read_uncommitted",
+          value_parser = ["read_uncommitted", "read_committed"])]
+    pub isolation_level: String,
 }
 
 impl ConsumeArgs {
+    pub fn read_committed(&self) -> bool {
+        self.isolation_level == "read_committed"
+    }
+
     /// The format asked for: --format, -J, or the default.
     pub fn output(&self) -> Format {
         if self.json {
@@ -86,7 +95,11 @@ pub async fn run(client: Client, args: ConsumeArgs, waiting: &Waiting) -> Result
         }
         args.partitions.clone()
     };
-    let mut consumer = Consumer::new(client, ConsumerConfig::default());
+    let config = ConsumerConfig {
+        read_committed: args.read_committed(),
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::new(client, config);
     consumer.assign(
         partitions
             .iter()

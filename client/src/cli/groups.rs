@@ -269,6 +269,7 @@ pub async fn consume_in_group(
     waiting: &Waiting,
 ) -> Result<(), Failure> {
     let mut config = GroupConfig::new(group);
+    config.consumer.read_committed = args.read_committed();
     config.consumer.auto_offset_reset = match args.offset {
         SeekTo::Beginning => OffsetReset::Earliest,
         SeekTo::End => OffsetReset::Latest,

@@ -40,6 +40,11 @@ pub const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
+    // Transactions, before KIP-890's second part (transaction.version 2).
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::OffsetDelete, 0, 0),
     // Topic configs; v1 reports where each value comes from.
     (ApiKey::DescribeConfigs, 1, 4),

@@ -19,6 +19,9 @@ pub struct FetchLimits {
     pub min_bytes: i32,
     pub max_bytes: i32,
     pub partition_max_bytes: i32,
+    /// Kafka's `isolation.level=read_committed`: up to the last stable offset, with the
+    /// aborted transactions listed.
+    pub read_committed: bool,
 }
 
 /// A request for `asks` (partition and the offset to start at), without a fetch session: the
@@ -43,6 +46,7 @@ pub fn request(asks: &[(TopicPartition, i64)], limits: FetchLimits) -> FetchRequ
         .with_max_wait_ms(i32::try_from(limits.max_wait.as_millis()).unwrap_or(i32::MAX))
         .with_min_bytes(limits.min_bytes)
         .with_max_bytes(limits.max_bytes)
+        .with_isolation_level(i8::from(limits.read_committed))
         .with_topics(topics)
 }
 
@@ -52,7 +56,12 @@ pub enum Outcome {
     Data {
         batches: Vec<FetchedBatch>,
         high_watermark: i64,
+        /// Below it no transaction is open: where a read_committed consumer's partition ends.
+        last_stable: i64,
         log_start: i64,
+        /// read_committed: the aborted transactions among the batches, as (producer id, first
+        /// offset).
+        aborted: Vec<(i64, i64)>,
     },
     /// The position is outside the log: apply the reset policy.
     OutOfRange,
@@ -98,7 +107,14 @@ pub fn outcomes(
                         Ok(batches) => Outcome::Data {
                             batches,
                             high_watermark: p.high_watermark,
+                            last_stable: p.last_stable_offset,
                             log_start: p.log_start_offset,
+                            aborted: p
+                                .aborted_transactions
+                                .iter()
+                                .flatten()
+                                .map(|a| (a.producer_id.0, a.first_offset))
+                                .collect(),
                         },
                         Err(e) => Outcome::Fatal(e.into()),
                     }
@@ -136,6 +152,7 @@ mod tests {
             min_bytes: 1,
             max_bytes: 50 << 20,
             partition_max_bytes: 1 << 20,
+            read_committed: false,
         }
     }
 

@@ -3,6 +3,7 @@
 //! or the auto offset reset policy), and pulls with [`Consumer::poll`]. Positions are kept per
 //! partition and advance by whole batches; records are decoded only when iterated.
 
+pub mod committed;
 pub mod fetch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -98,6 +99,9 @@ pub struct ConsumerConfig {
     pub retry: RetryPolicy,
     /// Kafka's `check.crcs`: verify each fetched batch's CRC-32C before handing out records.
     pub check_crcs: bool,
+    /// Kafka's `isolation.level=read_committed`: only records of committed transactions (and
+    /// of no transaction), up to the last stable offset. Kafka's default is read_uncommitted.
+    pub read_committed: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -111,6 +115,7 @@ impl Default for ConsumerConfig {
             auto_offset_reset: OffsetReset::Latest,
             retry: RetryPolicy::default(),
             check_crcs: true,
+            read_committed: false,
         }
     }
 }
@@ -122,6 +127,8 @@ struct PartitionState {
     /// A seek not yet turned into an offset.
     pending: Option<SeekTo>,
     high_watermark: Option<i64>,
+    /// The last stable offset as of the last fetch (below it no transaction is open).
+    last_stable: Option<i64>,
     log_start: Option<i64>,
 }
 
@@ -207,11 +214,23 @@ impl Consumer {
         self.partitions.get(tp)?.log_start
     }
 
-    /// True when every assigned partition has been read up to its high watermark.
+    /// The last stable offset as of the last fetch: where read_committed stops while a
+    /// transaction is open.
+    pub fn last_stable(&self, tp: &TopicPartition) -> Option<i64> {
+        self.partitions.get(tp)?.last_stable
+    }
+
+    /// True when every assigned partition has been read up to its end: the high watermark, or
+    /// with read_committed the last stable offset (what lies beyond may still be aborted).
     pub fn at_end(&self) -> bool {
+        let read_committed = self.config.read_committed;
         self.partitions.values().all(|s| {
-            s.pending.is_none()
-                && matches!((s.position, s.high_watermark), (Some(p), Some(hw)) if p >= hw)
+            let end = if read_committed {
+                s.last_stable
+            } else {
+                s.high_watermark
+            };
+            s.pending.is_none() && matches!((s.position, end), (Some(p), Some(end)) if p >= end)
         })
     }
 
@@ -265,6 +284,7 @@ impl Consumer {
             min_bytes: self.config.min_bytes,
             max_bytes: self.config.max_bytes,
             partition_max_bytes: self.config.partition_max_bytes,
+            read_committed: self.config.read_committed,
         };
         let timeout = self.client.config().request_timeout + self.config.max_wait;
         let check_crcs = self.config.check_crcs;
@@ -330,26 +350,33 @@ impl Consumer {
             Outcome::Data {
                 batches,
                 high_watermark,
+                last_stable,
                 log_start,
+                aborted,
             } => {
                 state.high_watermark = Some(high_watermark);
+                state.last_stable = Some(last_stable).filter(|o| *o >= 0);
                 state.log_start = Some(log_start).filter(|o| *o >= 0);
                 let batches: Vec<_> = batches
                     .into_iter()
                     .filter(|b| b.last_offset() >= position)
                     .collect();
+                // Past everything fetched, the batches of aborted transactions too.
+                let Some(next) = batches.last().map(|b| b.last_offset().saturating_add(1)) else {
+                    return Ok(None);
+                };
+                let batches = committed::without_aborted(batches, &aborted);
+                state.position = Some(next);
                 if batches.is_empty() {
                     return Ok(None);
                 }
-                let records = PartitionRecords {
+                Ok(Some(PartitionRecords {
                     topic: tp.topic,
                     partition: tp.partition,
                     high_watermark,
                     from_offset: position,
                     batches,
-                };
-                state.position = Some(records.next_offset());
-                Ok(Some(records))
+                }))
             }
             Outcome::OutOfRange => {
                 let to = reset_target(reset).ok_or_else(|| Error::NoOffset {
@@ -491,7 +518,9 @@ mod tests {
         Outcome::Data {
             batches: crate::record::fetched::test_batches("t", 0, base, count),
             high_watermark: hw,
+            last_stable: hw,
             log_start: 0,
+            aborted: Vec::new(),
         }
     }
 

@@ -505,7 +505,7 @@ mod tests {
         assert_eq!(sequences(&more), [5], "one settled, one more goes");
         // The sequence is fixed at the first send and written into the bytes.
         let mut b = ready.next().unwrap();
-        let bytes = b.payload(Compression::None).unwrap();
+        let bytes = b.payload(Compression::None, false).unwrap();
         let header = protocol::batch::validate_single_batch(&bytes).unwrap();
         assert_eq!((header.producer_id, header.base_sequence), (7, 1));
     }
@@ -604,13 +604,17 @@ mod tests {
         append(&mut acc, 0, &[7; 100], now);
         let (mut ready, _) = acc.drain(now, true, None);
         let mut first = ready.pop().unwrap();
-        let bytes = first.payload(Compression::None).unwrap();
+        let bytes = first.payload(Compression::None, false).unwrap();
         let at = bytes.as_ptr();
         drop(bytes);
         acc.finished(&mut first);
         append(&mut acc, 1, &[8; 100], now);
         let (mut ready, _) = acc.drain(now, true, None);
-        let second = ready.pop().unwrap().payload(Compression::None).unwrap();
+        let second = ready
+            .pop()
+            .unwrap()
+            .payload(Compression::None, false)
+            .unwrap();
         assert_eq!(second.as_ptr(), at, "the same memory");
         assert_eq!(second[second.len() - 1], 0, "the record header count");
         assert_eq!(second[second.len() - 2], 8);
@@ -623,8 +627,8 @@ mod tests {
         append(&mut acc, 0, b"x", now);
         let (mut ready, _) = acc.drain(now, true, None);
         let batch = &mut ready[0];
-        let a = batch.payload(Compression::Gzip).unwrap();
-        let b = batch.payload(Compression::Gzip).unwrap();
+        let a = batch.payload(Compression::Gzip, false).unwrap();
+        let b = batch.payload(Compression::Gzip, false).unwrap();
         assert_eq!(a, b);
         assert_eq!(a.as_ptr(), b.as_ptr());
         assert_eq!(batch.memory, 1);

@@ -121,13 +121,18 @@ impl ProducerBatch {
 
     /// The wire bytes. The first call closes the batch (compressing it); retries resend exactly
     /// the same bytes, with the same sequence, which is what lets the broker recognise them.
-    pub fn payload(&mut self, compression: Compression) -> Result<Bytes, String> {
+    /// `transactional` marks the batch as part of the open transaction.
+    pub fn payload(
+        &mut self,
+        compression: Compression,
+        transactional: bool,
+    ) -> Result<Bytes, String> {
         if let Some(bytes) = &self.sealed {
             return Ok(bytes.clone());
         }
         let builder = self.builder.take().ok_or("batch has no records")?;
         self.sealed_records = builder.record_count();
-        let bytes = builder.finish(compression, self.identity)?;
+        let bytes = builder.finish_with(compression, self.identity, transactional)?;
         self.sealed = Some(bytes.clone());
         Ok(bytes)
     }
@@ -154,7 +159,7 @@ pub(super) fn sealed(ready: Vec<ProducerBatch>) -> Vec<(ProducerBatch, Bytes)> {
     ready
         .into_iter()
         .map(|mut b| {
-            let bytes = b.payload(crate::record::Compression::None).unwrap();
+            let bytes = b.payload(crate::record::Compression::None, false).unwrap();
             (b, bytes)
         })
         .collect()

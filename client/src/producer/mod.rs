@@ -26,6 +26,7 @@ pub mod request;
 pub mod sender;
 pub mod sequence;
 pub mod shared;
+pub mod transaction;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -19,8 +19,10 @@ use crate::connection::Outgoing;
 /// The first version with compact lengths and tagged fields.
 const FLEXIBLE_FROM: i16 = 9;
 
-/// A Produce request carrying one batch per partition, without a transactional id.
+/// A Produce request carrying one batch per partition, with the transactional id when its
+/// batches belong to a transaction.
 pub struct ProduceBody {
+    transactional_id: Option<Arc<str>>,
     acks: i16,
     timeout_ms: i32,
     /// Topics in the order their first batch came.
@@ -33,6 +35,15 @@ type TopicBatches = (Arc<str>, Vec<(i32, Bytes)>);
 impl ProduceBody {
     /// `batches` holds at most one batch per partition (Kafka refuses more).
     pub fn new(batches: &[(ProducerBatch, Bytes)], acks: i16, timeout_ms: i32) -> Self {
+        Self::transactional(batches, None, acks, timeout_ms)
+    }
+
+    pub fn transactional(
+        batches: &[(ProducerBatch, Bytes)],
+        transactional_id: Option<Arc<str>>,
+        acks: i16,
+        timeout_ms: i32,
+    ) -> Self {
         let mut topics: Vec<TopicBatches> = Vec::new();
         for (batch, bytes) in batches {
             let entry = (batch.partition, bytes.clone());
@@ -42,6 +53,7 @@ impl ProduceBody {
             }
         }
         Self {
+            transactional_id,
             acks,
             timeout_ms,
             topics,
@@ -61,11 +73,11 @@ impl Outgoing for ProduceBody {
         let flexible = version >= FLEXIBLE_FROM;
         let mut out = Pieces::new(head);
         let too_long = |e: protocol::pieces::TooLong| format!("Produce: {e}");
-        // transactional_id: null
-        if flexible {
-            put_uvarint(out.buf(), 0);
-        } else {
-            out.buf().put_i16(-1);
+        match &self.transactional_id {
+            Some(id) => put_string(out.buf(), flexible, id).map_err(too_long)?,
+            // null
+            None if flexible => put_uvarint(out.buf(), 0),
+            None => out.buf().put_i16(-1),
         }
         out.buf().put_i16(self.acks);
         out.buf().put_i32(self.timeout_ms);

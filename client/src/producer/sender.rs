@@ -67,6 +67,7 @@ pub async fn run(shared: Arc<Shared>) {
 /// Finds each partition's leader (once per partition, so all its batches go to the same place)
 /// and sends each leader its batches.
 async fn dispatch(shared: &Arc<Shared>, batches: Vec<ProducerBatch>) {
+    let batches = join_transaction(shared, batches).await;
     let mut leaders: HashMap<(Arc<str>, i32), Result<i32>> = HashMap::new();
     let mut by_leader: Vec<(i32, Vec<ProducerBatch>)> = Vec::new();
     for batch in batches {
@@ -95,10 +96,48 @@ async fn dispatch(shared: &Arc<Shared>, batches: Vec<ProducerBatch>) {
     }
 }
 
+/// In a transaction, adds the partitions of `batches` it does not hold yet (one
+/// AddPartitionsToTxn); the batches of partitions that could not be added fail.
+async fn join_transaction(shared: &Arc<Shared>, batches: Vec<ProducerBatch>) -> Vec<ProducerBatch> {
+    let new: Vec<(Arc<str>, i32)> = {
+        let txn = shared.txn.lock();
+        if !txn.active {
+            return batches;
+        }
+        let mut new: Vec<(Arc<str>, i32)> = batches
+            .iter()
+            .map(|b| (Arc::clone(&b.topic), b.partition))
+            .filter(|p| !txn.partitions.contains(p))
+            .collect();
+        new.sort();
+        new.dedup();
+        new
+    };
+    if new.is_empty() {
+        return batches;
+    }
+    match super::transaction::add_partitions(shared, &new).await {
+        Ok(()) => {
+            shared.txn.lock().partitions.extend(new);
+            batches
+        }
+        Err(e) => {
+            let (refused, rest): (Vec<_>, Vec<_>) = batches
+                .into_iter()
+                .partition(|b| new.contains(&(Arc::clone(&b.topic), b.partition)));
+            for batch in refused {
+                shared.give_up(batch, e.clone());
+            }
+            rest
+        }
+    }
+}
+
 async fn send_to_leader(shared: &Arc<Shared>, leader: i32, batches: Vec<ProducerBatch>) {
     let mut sendable = Vec::with_capacity(batches.len());
+    let transactional = shared.in_transaction();
     for mut batch in batches {
-        match batch.payload(shared.config.compression) {
+        match batch.payload(shared.config.compression, transactional) {
             Ok(bytes) => sendable.push((batch, bytes)),
             Err(reason) => {
                 let err: Error = ProtocolError::Encode {
@@ -129,10 +168,18 @@ async fn send_to_leader(shared: &Arc<Shared>, leader: i32, batches: Vec<Producer
     if acks == 0 {
         return send_unanswered(shared, &conn, sendable, timeout_ms).await;
     }
+    let transactional_id = shared
+        .config
+        .transactional_id
+        .as_deref()
+        .filter(|_| transactional)
+        .map(Arc::from);
     let mut requests = split_by_round(sendable).into_iter();
     while let Some(round) = requests.next() {
         match conn
-            .start(|_| ProduceBody::new(&round, acks, timeout_ms))
+            .start(|_| {
+                ProduceBody::transactional(&round, transactional_id.clone(), acks, timeout_ms)
+            })
             .await
         {
             Ok(pending) => {

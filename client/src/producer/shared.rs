@@ -13,6 +13,7 @@ use super::accumulator::Accumulator;
 use super::ack_loss::{AckLossState, LostAck};
 use super::batch::{Delivered, ProducerBatch};
 use super::identity::{self, BatchErrorKind, ProducerIdAndEpoch};
+use super::transaction::TxnProgress;
 use super::ProducerConfig;
 use crate::client::Client;
 use crate::error::{Error, Result, ServerError};
@@ -36,6 +37,8 @@ pub struct Shared {
     pub fatal: OnceLock<Error>,
     /// Fault injection: acknowledgements to throw away, and those thrown away.
     pub lost: Mutex<AckLossState>,
+    /// The open transaction, with a transactional id.
+    pub txn: Mutex<TxnProgress>,
 }
 
 impl Shared {
@@ -54,6 +57,7 @@ impl Shared {
             closed: AtomicBool::new(false),
             identity: OnceCell::new(),
             fatal: OnceLock::new(),
+            txn: Mutex::new(TxnProgress::default()),
         }
     }
 
@@ -73,6 +77,11 @@ impl Shared {
         Ok(id)
     }
 
+    /// True while a transaction is open: batches are sealed transactional.
+    pub fn in_transaction(&self) -> bool {
+        self.txn.lock().active
+    }
+
     pub fn fatal_error(&self) -> Option<Error> {
         self.fatal
             .get()
@@ -85,6 +94,10 @@ impl Shared {
         if let Err(e) = &result {
             tracing::warn!(topic = %batch.topic, partition = batch.partition,
                 records = batch.record_count(), %e, "batch failed");
+            let mut txn = self.txn.lock();
+            if txn.active && txn.failed.is_none() {
+                txn.failed = Some(e.clone());
+            }
         }
         batch.complete(result);
         self.wake.notify_one();
@@ -343,7 +356,7 @@ mod tests {
         let shared = idempotent(Some(crate::producer::AckLoss::first(1)));
         let (mut ready, outcomes) = send(&shared, 1);
         let mut batch = ready.pop().unwrap();
-        let bytes = batch.payload(Compression::None).unwrap();
+        let bytes = batch.payload(Compression::None, false).unwrap();
         shared.answered(batch, &answer(0, 42), "b:1");
         assert!(outcome(&outcomes[0]).is_none(), "lost, so retried");
         let lost = shared.lost.lock().log().to_vec();
@@ -352,7 +365,7 @@ mod tests {
         let later = Instant::now() + Duration::from_secs(5);
         let (mut retried, _) = shared.acc.lock().drain(later, true, Some(STAMP));
         let mut batch = retried.pop().unwrap();
-        assert_eq!(batch.payload(Compression::None).unwrap(), bytes);
+        assert_eq!(batch.payload(Compression::None, false).unwrap(), bytes);
         assert_eq!(batch.attempts, 1);
         // The broker recognises the retry and answers with the original offset.
         shared.answered(batch, &answer(0, 42), "b:1");

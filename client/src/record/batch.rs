@@ -37,6 +37,8 @@ const CRC_AT: usize = 17;
 const ATTRIBUTES_AT: usize = 21;
 /// The producer does not know the leader epoch; Kafka's producer writes -1 too.
 const NO_PARTITION_LEADER_EPOCH: i32 = -1;
+/// Attribute bit 4: the batch belongs to a transaction.
+const TRANSACTIONAL: i16 = 0x10;
 
 #[derive(Debug)]
 pub struct BatchBuilder {
@@ -145,6 +147,17 @@ impl BatchBuilder {
         compression: Compression,
         identity: ProducerIdentity,
     ) -> Result<Bytes, String> {
+        self.finish_with(compression, identity, false)
+    }
+
+    /// [`finish`](Self::finish), marking the batch as part of a transaction (attribute bit 4)
+    /// when `transactional`.
+    pub fn finish_with(
+        self,
+        compression: Compression,
+        identity: ProducerIdentity,
+        transactional: bool,
+    ) -> Result<Bytes, String> {
         let mut out = match compression {
             Compression::None => self.buf,
             codec => {
@@ -163,7 +176,9 @@ impl BatchBuilder {
         header.put_i32(NO_PARTITION_LEADER_EPOCH);
         header.put_i8(2); // magic
         header.put_u32(0); // crc, below
-        header.put_i16(compression.attribute_bits()); // create time, not transactional
+                           // CreateTime, and the transactional bit.
+        header
+            .put_i16(compression.attribute_bits() | if transactional { TRANSACTIONAL } else { 0 });
         header.put_i32(self.records - 1); // lastOffsetDelta
         header.put_i64(self.base_timestamp);
         header.put_i64(self.max_timestamp);

@@ -102,6 +102,11 @@ impl FetchedBatch {
         self.header.is_control()
     }
 
+    /// The transaction marker this control batch holds; `None` for data (or an unreadable one).
+    pub fn marker(&self) -> Option<protocol::control::Marker> {
+        protocol::control::marker_of(&self.data, &self.header)
+    }
+
     pub fn compression(&self) -> Option<Compression> {
         Compression::from_attribute_bits(self.header.attributes)
     }

@@ -12,6 +12,10 @@
 //   offsets-by-ts TOPIC MS     admin.fetchTopicOffsetsByTimestamp
 //   grow TOPIC N               admin.createPartitions, then fetchTopicMetadata
 //   consume TOPIC GROUP N      a group consumer from the beginning until N records, then disconnect
+//                              (read_committed: kafkajs's default readUncommitted=false)
+//   txn-produce TOPIC TXN_ID   a transactional producer: for each {messages, offsets?, commit} of
+//                              the JSON list on stdin, one transaction that sends the messages,
+//                              sends the offsets ({group, partition, offset}) and commits or aborts
 'use strict'
 
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
@@ -80,6 +84,45 @@ const actions = {
         })),
       })
       return { result }
+    } finally {
+      await producer.disconnect()
+    }
+  },
+
+  'txn-produce': async () => {
+    const transactions = JSON.parse(await readStdin())
+    const producer = kafka.producer({
+      transactionalId: rest[0],
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+    })
+    await producer.connect()
+    const results = []
+    try {
+      for (const spec of transactions) {
+        const txn = await producer.transaction()
+        const sent = await txn.send({
+          topic,
+          acks: -1,
+          messages: spec.messages.map(m => ({ key: m.key, value: m.value, partition: m.partition })),
+        })
+        if (spec.offsets) {
+          await txn.sendOffsets({
+            consumerGroupId: spec.offsets.group,
+            topics: [
+              {
+                topic,
+                partitions: [{ partition: spec.offsets.partition, offset: String(spec.offsets.offset) }],
+              },
+            ],
+          })
+        }
+        if (spec.commit) await txn.commit()
+        else await txn.abort()
+        results.push(sent)
+      }
+      return { results }
     } finally {
       await producer.disconnect()
     }

@@ -1,0 +1,450 @@
+//! The log cleaner of a compacted topic (`cleanup.policy=compact`): keeps the last record of each
+//! key, drops tombstones (records with a null value) once `delete.retention.ms` has passed since
+//! they were written, and drops the records of aborted transactions.
+//!
+//! It runs from the broker's background task, never from a produce or a fetch, and one pass is
+//! bounded: it reads the cleanable part of the log (below the last stable offset and
+//! `min.compaction.lag.ms`; on disk the closed segments only, as Kafka never cleans the active
+//! one), builds a map of each key's last offset within `dedupe_buffer_bytes` (Kafka's
+//! `log.cleaner.dedupe.buffer.size`; a log with more keys is cleaned in several passes), and
+//! decompresses no batch past the broker's limit. The partition's lock is held only to plan the
+//! pass and to install its result; appends go on meanwhile.
+//!
+//! A record kept keeps its offset: a rewritten batch keeps its base offset and offset range and
+//! holds fewer records, so consumers see gaps, as in Kafka. On disk each cleaned segment is
+//! written as the next generation of its file and swapped in; the old file goes after
+//! `file.delete.delay.ms`, so a fetch that found a batch in it a moment before still reads it.
+//! A pass starts once the share of the cleanable bytes not yet cleaned reaches
+//! `min.cleanable.dirty.ratio`.
+
+use std::collections::HashMap;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use protocol::batch::{crc32c, BatchHeader, HEADER_LEN};
+use protocol::compression::Compression;
+use protocol::records::slice_records;
+use tracing::{debug, warn};
+
+use super::txn_index::AbortedTxn;
+use super::{IndexedBatch, LogState, PartitionLog};
+use crate::disk_log::ClosedSegment;
+use crate::segment::Segment;
+use crate::stored::{self, Stored};
+
+/// What bounds one pass.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerConfig {
+    /// The most one batch's records are decompressed to (the broker's own limit).
+    pub max_batch_bytes: usize,
+    /// Kafka's `log.cleaner.dedupe.buffer.size`: memory for the map of keys to offsets.
+    pub dedupe_buffer_bytes: usize,
+    /// Kafka's `file.delete.delay.ms`: how long a replaced segment file stays.
+    pub file_delete_delay_ms: i64,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        Self {
+            max_batch_bytes: 64 << 20,
+            dedupe_buffer_bytes: 128 << 20,
+            file_delete_delay_ms: 60_000,
+        }
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanStats {
+    pub batches_read: usize,
+    pub records_removed: usize,
+    pub bytes_before: usize,
+    pub bytes_after: usize,
+}
+
+/// The map entry's cost besides its key: the offset, the hash table's slot and the key's box.
+const MAP_ENTRY_OVERHEAD: usize = 48;
+
+/// What a pass works on, taken under the lock.
+struct Plan {
+    batches: Vec<IndexedBatch>,
+    aborted: Vec<AbortedTxn>,
+    /// With a data directory: the closed segments wholly below the cut, in order.
+    segments: Option<Vec<ClosedSegment>>,
+    /// Where each of those segments ends (the next one's base offset).
+    segment_ends: Vec<i64>,
+    delete_retention_ms: i64,
+}
+
+/// A batch after cleaning: unchanged, rewritten, or gone.
+enum Outcome {
+    Kept(Bytes),
+    Rewritten(Bytes),
+    Removed,
+}
+
+impl PartitionLog {
+    /// One cleaning pass, when the topic is compacted and enough of it is dirty; `None` when
+    /// there was nothing to do.
+    pub fn clean(&self, now_ms: i64, config: &CleanerConfig) -> Option<CleanStats> {
+        let plan = plan(&self.state.lock(), now_ms)?;
+        let picked: Vec<(usize, Stored)> = plan
+            .batches
+            .iter()
+            .map(|b| (b.len, b.stored.clone()))
+            .collect();
+        let loaded = match stored::load(&picked) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                warn!("log cleaner: cannot read the partition: {e}");
+                return None;
+            }
+        };
+        let (latest, covered) = offset_map(&loaded, &plan.aborted, config);
+        let mut stats = CleanStats {
+            batches_read: covered,
+            ..CleanStats::default()
+        };
+        let outcomes: Vec<Outcome> = loaded[..covered]
+            .iter()
+            .map(|data| clean_batch(data, &latest, &plan, now_ms, config, &mut stats))
+            .collect();
+        let covered_end = plan.batches[covered - 1].last_offset + 1;
+        match &plan.segments {
+            None => self.install_in_memory(&plan.batches[..covered], outcomes, covered_end),
+            Some(segments) => self.install_on_disk(&plan, segments, outcomes, now_ms, config),
+        }
+        debug!(?stats, "log cleaner pass");
+        Some(stats)
+    }
+
+    fn install_in_memory(&self, cleaned: &[IndexedBatch], outcomes: Vec<Outcome>, end: i64) {
+        let mut state = self.state.lock();
+        let front = state.batches.front().map_or(i64::MAX, |b| b.base_offset);
+        let replaced = state
+            .batches
+            .iter()
+            .take_while(|b| b.last_offset < end)
+            .count();
+        let kept: Vec<IndexedBatch> = cleaned
+            .iter()
+            .zip(outcomes)
+            .filter(|(b, _)| b.base_offset >= front)
+            .filter_map(|(b, outcome)| {
+                let data = match outcome {
+                    Outcome::Kept(data) | Outcome::Rewritten(data) => data,
+                    Outcome::Removed => return None,
+                };
+                Some(IndexedBatch {
+                    len: data.len(),
+                    stored: Stored::Memory(data),
+                    ..b.clone()
+                })
+            })
+            .collect();
+        state.replace_front(replaced, kept);
+        state.cleaned_to = state.cleaned_to.max(end);
+    }
+
+    fn install_on_disk(
+        &self,
+        plan: &Plan,
+        segments: &[ClosedSegment],
+        outcomes: Vec<Outcome>,
+        now_ms: i64,
+        config: &CleanerConfig,
+    ) {
+        let Some((pool, dir, partition)) = self.state.lock().disk.as_ref().map(|d| d.location())
+        else {
+            return;
+        };
+        let covered = outcomes.len();
+        let mut outcomes = outcomes.into_iter();
+        let mut at = 0;
+        for (segment, &end) in segments.iter().zip(&plan.segment_ends) {
+            let in_segment = plan.batches[at..]
+                .iter()
+                .take_while(|b| b.base_offset < end)
+                .count();
+            let (from, to) = (at, at + in_segment);
+            at = to;
+            if to > covered {
+                // The map did not reach the end of this segment: the next pass cleans it.
+                return;
+            }
+            let results: Vec<Outcome> = outcomes.by_ref().take(in_segment).collect();
+            if results.iter().all(|o| matches!(o, Outcome::Kept(_))) {
+                continue;
+            }
+            let mut content = BytesMut::new();
+            let mut fresh = Vec::with_capacity(in_segment);
+            for (batch, result) in plan.batches[from..to].iter().zip(&results) {
+                if let Outcome::Kept(data) | Outcome::Rewritten(data) = result {
+                    fresh.push((batch, content.len() as u64, data.len()));
+                    content.put_slice(data);
+                }
+            }
+            let written = Segment::write_generation(
+                &pool,
+                &dir,
+                partition,
+                segment.base_offset,
+                segment.generation + 1,
+                &content,
+            );
+            let copy = match written {
+                Ok(copy) => copy,
+                Err(e) => {
+                    warn!(
+                        segment = segment.base_offset,
+                        "log cleaner: cannot write: {e}"
+                    );
+                    return;
+                }
+            };
+            let slot = copy.slot.clone();
+            let mut state = self.state.lock();
+            let Some(disk) = state.disk.as_mut() else {
+                return;
+            };
+            if !disk.install_cleaned(&segment.slot, copy, now_ms, config.file_delete_delay_ms) {
+                continue;
+            }
+            let fresh: Vec<IndexedBatch> = fresh
+                .into_iter()
+                .map(|(batch, position, len)| IndexedBatch {
+                    len,
+                    stored: Stored::File {
+                        slot: slot.clone(),
+                        position,
+                    },
+                    ..batch.clone()
+                })
+                .collect();
+            state.replace_range(segment.base_offset, end, fresh);
+            state.cleaned_to = state.cleaned_to.max(end);
+        }
+    }
+
+    /// Deletes the files of segments the cleaner replaced once their delay has passed.
+    pub fn delete_replaced_files(&self, now_ms: i64) {
+        if let Some(disk) = self.state.lock().disk.as_mut() {
+            disk.delete_doomed(now_ms);
+        }
+    }
+}
+
+impl LogState {
+    /// Replaces the first `count` batches with `batches`.
+    fn replace_front(&mut self, count: usize, batches: Vec<IndexedBatch>) {
+        let removed: usize = self.batches.drain(..count).map(|b| b.len).sum();
+        self.bytes = self.bytes - removed + batches.iter().map(|b| b.len).sum::<usize>();
+        for batch in batches.into_iter().rev() {
+            self.batches.push_front(batch);
+        }
+    }
+
+    /// Replaces the batches that start in `from..to` with `batches`.
+    fn replace_range(&mut self, from: i64, to: i64, batches: Vec<IndexedBatch>) {
+        let lo = self.batches.partition_point(|b| b.base_offset < from);
+        let hi = self.batches.partition_point(|b| b.base_offset < to);
+        let tail = self.batches.split_off(hi);
+        let removed: usize = self.batches.drain(lo..).map(|b| b.len).sum();
+        self.bytes = self.bytes - removed + batches.iter().map(|b| b.len).sum::<usize>();
+        self.batches.extend(batches);
+        self.batches.extend(tail);
+    }
+}
+
+/// What a pass would clean, or `None` when the topic is not compacted or too little is dirty.
+fn plan(state: &LogState, now_ms: i64) -> Option<Plan> {
+    let policy = state.policy;
+    if !policy.compact {
+        return None;
+    }
+    // Never what a transaction still holds open, nor what is younger than the lag.
+    let lag_cutoff = now_ms.saturating_sub(policy.min_compaction_lag_ms);
+    let mut cut = state.stable();
+    if let Some(young) = state.batches.iter().find(|b| b.max_timestamp > lag_cutoff) {
+        cut = cut.min(young.base_offset);
+    }
+    let mut segment_ends = Vec::new();
+    let segments = match &state.disk {
+        None => None,
+        Some(disk) => {
+            let bases = disk.segment_bases();
+            // A closed segment is cleanable when all of it lies below the cut.
+            let cleanable: Vec<ClosedSegment> = disk
+                .closed_segments()
+                .into_iter()
+                .zip(bases.iter().skip(1))
+                .take_while(|(_, next)| **next <= cut)
+                .map(|(s, next)| {
+                    segment_ends.push(*next);
+                    s
+                })
+                .collect();
+            cut = segment_ends.last().copied().unwrap_or(i64::MIN);
+            Some(cleanable)
+        }
+    };
+    let batches: Vec<IndexedBatch> = state
+        .batches
+        .iter()
+        .take_while(|b| b.last_offset < cut)
+        .cloned()
+        .collect();
+    let total: usize = batches.iter().map(|b| b.len).sum();
+    let dirty: usize = batches
+        .iter()
+        .filter(|b| b.base_offset >= state.cleaned_to)
+        .map(|b| b.len)
+        .sum();
+    if dirty == 0 || (dirty as f64) < policy.min_cleanable_dirty_ratio * total as f64 {
+        return None;
+    }
+    Some(Plan {
+        batches,
+        aborted: state
+            .txns
+            .as_ref()
+            .map(|t| t.aborted_between(i64::MIN, cut))
+            .unwrap_or_default(),
+        segments,
+        segment_ends,
+        delete_retention_ms: policy.delete_retention_ms,
+    })
+}
+
+/// The records of one batch, uncompressed, with the header; `None` when it cannot be read
+/// within the limit (it is then kept as it is, and its keys do not count).
+fn records_of(data: &Bytes, limit: usize) -> Option<(BatchHeader, Bytes)> {
+    let header = BatchHeader::parse(data).ok()?;
+    let codec = Compression::from_attribute_bits(header.attributes)?;
+    let body = codec.decompress(data.slice(HEADER_LEN..), limit).ok()?;
+    Some((header, body))
+}
+
+fn is_aborted(aborted: &[AbortedTxn], producer_id: i64, offset: i64) -> bool {
+    aborted.iter().any(|a| {
+        a.producer_id == producer_id && a.first_offset <= offset && offset <= a.last_offset
+    })
+}
+
+/// Each key's last offset among the committed records of `batches`, and how many batches that
+/// map covers within the dedupe buffer (at least one).
+fn offset_map(
+    batches: &[Bytes],
+    aborted: &[AbortedTxn],
+    config: &CleanerConfig,
+) -> (HashMap<Vec<u8>, i64>, usize) {
+    let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
+    let mut used = 0;
+    for (i, data) in batches.iter().enumerate() {
+        let Some((header, body)) = records_of(data, config.max_batch_bytes) else {
+            continue;
+        };
+        if header.is_control() {
+            continue;
+        }
+        let Ok(slices) = slice_records(&body, header.record_count) else {
+            continue;
+        };
+        let cost: usize = slices
+            .iter()
+            .filter_map(|s| s.key.as_ref())
+            .map(|k| k.len() + MAP_ENTRY_OVERHEAD)
+            .sum();
+        if i > 0 && used + cost > config.dedupe_buffer_bytes {
+            return (latest, i);
+        }
+        used += cost;
+        for slice in slices {
+            let offset = header.base_offset + i64::from(slice.offset_delta);
+            let aborted =
+                header.is_transactional() && is_aborted(aborted, header.producer_id, offset);
+            if let (Some(key), false) = (slice.key, aborted) {
+                latest.insert(body[key].to_vec(), offset);
+            }
+        }
+    }
+    (latest, batches.len())
+}
+
+/// One batch after cleaning: the records kept are the last of their key, not aborted, and not a
+/// tombstone past `delete.retention.ms`.
+fn clean_batch(
+    data: &Bytes,
+    latest: &HashMap<Vec<u8>, i64>,
+    plan: &Plan,
+    now_ms: i64,
+    config: &CleanerConfig,
+    stats: &mut CleanStats,
+) -> Outcome {
+    stats.bytes_before += data.len();
+    let kept = |outcome: Outcome, stats: &mut CleanStats| {
+        if let Outcome::Kept(d) | Outcome::Rewritten(d) = &outcome {
+            stats.bytes_after += d.len();
+        }
+        outcome
+    };
+    let Some((header, body)) = records_of(data, config.max_batch_bytes) else {
+        return kept(Outcome::Kept(data.clone()), stats);
+    };
+    // Markers stay: they end transactions whose other batches may lie in the dirty part.
+    if header.is_control() {
+        return kept(Outcome::Kept(data.clone()), stats);
+    }
+    let Ok(slices) = slice_records(&body, header.record_count) else {
+        return kept(Outcome::Kept(data.clone()), stats);
+    };
+    let tombstone_cutoff = now_ms.saturating_sub(plan.delete_retention_ms);
+    let survivors: Vec<_> = slices
+        .iter()
+        .filter(|s| {
+            let offset = header.base_offset + i64::from(s.offset_delta);
+            let timestamp = if header.log_append_time() {
+                header.max_timestamp
+            } else {
+                header.base_timestamp.saturating_add(s.timestamp_delta)
+            };
+            let last_of_key = s
+                .key
+                .as_ref()
+                .is_some_and(|k| latest.get(&body[k.clone()]) == Some(&offset));
+            let aborted =
+                header.is_transactional() && is_aborted(&plan.aborted, header.producer_id, offset);
+            let expired_tombstone = s.tombstone && timestamp < tombstone_cutoff;
+            last_of_key && !aborted && !expired_tombstone
+        })
+        .collect();
+    stats.records_removed += slices.len() - survivors.len();
+    if survivors.len() == slices.len() {
+        return kept(Outcome::Kept(data.clone()), stats);
+    }
+    if survivors.is_empty() {
+        return Outcome::Removed;
+    }
+    let mut records = Vec::with_capacity(body.len());
+    for s in &survivors {
+        records.extend_from_slice(&body[s.raw.clone()]);
+    }
+    match rebuild(data, &header, &records, survivors.len()) {
+        Some(batch) => kept(Outcome::Rewritten(batch), stats),
+        None => kept(Outcome::Kept(data.clone()), stats),
+    }
+}
+
+/// The batch `original` holding only `records` (uncompressed, `count` of them), compressed with
+/// its codec; its header is kept but for the record count, the length and the CRC.
+fn rebuild(original: &Bytes, header: &BatchHeader, records: &[u8], count: usize) -> Option<Bytes> {
+    let codec = Compression::from_attribute_bits(header.attributes)?;
+    let mut batch = BytesMut::with_capacity(HEADER_LEN + records.len());
+    batch.put_slice(&original[..HEADER_LEN]);
+    codec.compress(records, &mut batch).ok()?;
+    let batch_length = i32::try_from(batch.len() - 12).ok()?;
+    batch[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    batch[57..61].copy_from_slice(&(count as i32).to_be_bytes());
+    let crc = crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    Some(batch.freeze())
+}

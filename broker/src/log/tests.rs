@@ -1,0 +1,257 @@
+//! The partition log's unit tests, and helpers the tests of its submodules share.
+
+use super::*;
+
+impl PartitionLog {
+    /// Bytes of batches held in memory rather than in files.
+    pub(crate) fn resident_bytes(&self) -> usize {
+        let state = self.state.lock();
+        let in_memory = state.batches.iter().filter_map(|b| match &b.stored {
+            Stored::Memory(data) => Some(data.len()),
+            Stored::File { .. } => None,
+        });
+        in_memory.sum()
+    }
+}
+
+/// A minimal valid header for `count` records; the log never reads past the header.
+fn batch(count: i32, max_timestamp: i64, filler: usize) -> (Vec<u8>, BatchHeader) {
+    let mut bytes = vec![0u8; protocol::batch::HEADER_LEN + filler];
+    let len = bytes.len() as i32 - 12;
+    bytes[8..12].copy_from_slice(&len.to_be_bytes());
+    bytes[16] = 2;
+    bytes[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+    bytes[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+    bytes[57..61].copy_from_slice(&count.to_be_bytes());
+    let header = BatchHeader::parse(&bytes).unwrap();
+    (bytes, header)
+}
+
+/// Sets `retention.bytes` alone (`None`: keep everything), as a topic config would.
+pub(crate) fn keep_bytes(log: &PartitionLog, bytes: Option<usize>) {
+    log.set_policy(LogPolicy {
+        retention_bytes: bytes,
+        ..LogPolicy::default()
+    });
+}
+
+pub(crate) fn append(log: &PartitionLog, count: i32, ts: i64, filler: usize) -> i64 {
+    let (mut bytes, _) = batch(count, ts, filler);
+    bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes()); // no producer id
+    let header = BatchHeader::parse(&bytes).unwrap();
+    log.append(&bytes, &header).unwrap().base_offset()
+}
+
+#[test]
+fn an_idempotent_retry_is_answered_with_the_original_offset_and_not_stored() {
+    let log = PartitionLog::new();
+    append(&log, 2, 10, 0);
+    let (mut bytes, _) = batch(3, 10, 0);
+    bytes[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id 5, epoch 0, sequence 0
+    let header = BatchHeader::parse(&bytes).unwrap();
+    let first = log.append(&bytes, &header).unwrap();
+    assert_eq!((first.base_offset, first.duplicate), (2, false));
+    let again = log.append(&bytes, &header).unwrap();
+    assert_eq!((again.base_offset, again.duplicate), (2, true));
+    assert_eq!(log.offsets().end, 5);
+    assert_eq!(log.duplicates_absorbed(), 1);
+}
+
+#[test]
+fn offsets_are_assigned_contiguously_and_written_into_the_batch() {
+    let log = PartitionLog::new();
+    assert_eq!(append(&log, 3, 10, 0), 0);
+    assert_eq!(append(&log, 2, 20, 0), 3);
+    assert_eq!(
+        log.offsets(),
+        LogOffsets {
+            start: 0,
+            stable: 5,
+            end: 5
+        }
+    );
+    let read = log
+        .read(3, usize::MAX, true, Isolation::ReadUncommitted)
+        .unwrap();
+    let header = BatchHeader::parse(&read.records[0]).unwrap();
+    assert_eq!(header.base_offset, 3);
+}
+
+#[test]
+fn reads_start_at_the_batch_holding_the_offset() {
+    let log = PartitionLog::new();
+    append(&log, 3, 10, 0);
+    append(&log, 3, 20, 0);
+    append(&log, 3, 30, 0);
+    let read = log
+        .read(4, usize::MAX, true, Isolation::ReadUncommitted)
+        .unwrap();
+    let bases: Vec<i64> = read
+        .records
+        .iter()
+        .map(|b| BatchHeader::parse(b).unwrap().base_offset)
+        .collect();
+    assert_eq!(bases, vec![3, 6]);
+    // The stored batches themselves, not copies.
+    let again = log
+        .read(4, usize::MAX, true, Isolation::ReadUncommitted)
+        .unwrap();
+    assert_eq!(again.records[1].as_ptr(), read.records[1].as_ptr());
+}
+
+#[test]
+fn max_bytes_cuts_between_batches_but_never_returns_nothing() {
+    let log = PartitionLog::new();
+    append(&log, 1, 10, 100);
+    append(&log, 1, 10, 100);
+    let one = log
+        .read(0, 10, true, Isolation::ReadUncommitted)
+        .unwrap()
+        .records;
+    assert_eq!(one.len(), 1);
+    let size = one[0].len();
+    assert_eq!(size, protocol::batch::HEADER_LEN + 100);
+    assert!(log
+        .read(0, 10, false, Isolation::ReadUncommitted)
+        .unwrap()
+        .records
+        .is_empty());
+    assert_eq!(
+        log.read(0, 2 * size, false, Isolation::ReadUncommitted)
+            .unwrap()
+            .records
+            .len(),
+        2
+    );
+    assert_eq!(
+        log.read(0, 2 * size - 1, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .records
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn reading_at_the_end_is_empty_and_past_it_is_out_of_range() {
+    let log = PartitionLog::new();
+    append(&log, 2, 10, 0);
+    assert!(log
+        .read(2, 1000, true, Isolation::ReadUncommitted)
+        .unwrap()
+        .records
+        .is_empty());
+    let err = log
+        .read(3, 1000, true, Isolation::ReadUncommitted)
+        .unwrap_err();
+    assert_eq!(
+        err.offsets,
+        LogOffsets {
+            start: 0,
+            stable: 2,
+            end: 2
+        }
+    );
+    assert!(log
+        .read(-1, 1000, true, Isolation::ReadUncommitted)
+        .is_err());
+}
+
+#[test]
+fn timestamp_lookups_find_the_right_batch() {
+    let log = PartitionLog::new();
+    append(&log, 2, 100, 0);
+    append(&log, 2, 300, 0);
+    append(&log, 2, 200, 0);
+    assert_eq!(log.first_batch_at_or_after(150).unwrap().base_offset, 2);
+    assert_eq!(log.first_batch_at_or_after(50).unwrap().base_offset, 0);
+    assert!(log.first_batch_at_or_after(301).is_none());
+    assert_eq!(log.max_timestamp_batch().unwrap().base_offset, 2);
+}
+
+#[test]
+fn retention_drops_the_oldest_batches_and_moves_the_log_start() {
+    let log = PartitionLog::new();
+    let size = protocol::batch::HEADER_LEN + 100;
+    for _ in 0..5 {
+        append(&log, 2, 10, 100);
+    }
+    assert_eq!(log.size_bytes(), 5 * size);
+    // Room for two and a half batches: three stay, as Kafka keeps a segment until the log
+    // holds retention.bytes without it.
+    keep_bytes(&log, Some(2 * size + size / 2));
+    assert_eq!(
+        log.offsets(),
+        LogOffsets {
+            start: 4,
+            stable: 10,
+            end: 10
+        }
+    );
+    assert_eq!(log.size_bytes(), 3 * size);
+    let err = log
+        .read(3, usize::MAX, true, Isolation::ReadUncommitted)
+        .unwrap_err();
+    assert_eq!(
+        err.offsets,
+        LogOffsets {
+            start: 4,
+            stable: 10,
+            end: 10
+        }
+    );
+    assert_eq!(append(&log, 2, 10, 100), 10);
+    assert_eq!(
+        log.offsets(),
+        LogOffsets {
+            start: 6,
+            stable: 12,
+            end: 12
+        }
+    );
+    let read = log
+        .read(6, usize::MAX, true, Isolation::ReadUncommitted)
+        .unwrap();
+    let stored: usize = read.records.iter().map(Bytes::len).sum();
+    assert_eq!(stored, 3 * size);
+    // A batch larger than the retention stays: the newest batch always does.
+    keep_bytes(&log, Some(1));
+    assert_eq!(
+        log.offsets(),
+        LogOffsets {
+            start: 10,
+            stable: 12,
+            end: 12
+        }
+    );
+    keep_bytes(&log, None);
+    append(&log, 2, 10, 100);
+    assert_eq!(
+        log.offsets(),
+        LogOffsets {
+            start: 10,
+            stable: 14,
+            end: 14
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_append_wakes_a_waiting_reader() {
+    let log = std::sync::Arc::new(PartitionLog::new());
+    let waiter = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            let notified = log.appended();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if log.offsets().end == 0 {
+                notified.await;
+            }
+            log.offsets().end
+        })
+    };
+    tokio::task::yield_now().await;
+    append(&log, 4, 10, 0);
+    assert_eq!(waiter.await.unwrap(), 4);
+}

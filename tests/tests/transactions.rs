@@ -1,0 +1,442 @@
+//! Kafka transactions on the broker, over TCP: commit and abort visibility under both isolation
+//! levels, the last stable offset held by an open transaction, the aborted-transactions list, a
+//! transaction aborted by its timeout, a zombie fenced, offsets committed in a transaction, and
+//! transaction state surviving a kill -9.
+
+use bytes::Bytes;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use kafka_protocol::ResponseError;
+use tests::*;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+fn txn_id(id: &str) -> TransactionalId {
+    TransactionalId(s(id))
+}
+
+/// InitProducerId v4 for `id` with `timeout_ms`: `(error, producer id, epoch)`.
+async fn init(client: &mut RawClient, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(txn_id(id)))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let answer = client.call(&request, 4).await;
+    (
+        answer.error_code,
+        answer.producer_id.0,
+        answer.producer_epoch,
+    )
+}
+
+/// AddPartitionsToTxn at `version` for partitions of "t": each partition's error.
+async fn add_partitions(
+    client: &mut RawClient,
+    id: &str,
+    producer: (i64, i16),
+    partitions: &[i32],
+    version: i16,
+) -> Vec<i16> {
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(txn_id(id))
+        .with_v3_and_below_producer_id(ProducerId(producer.0))
+        .with_v3_and_below_producer_epoch(producer.1)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(partitions.to_vec())]);
+    let answer = client.call(&request, version).await;
+    answer.results_by_topic_v3_and_below[0]
+        .results_by_partition
+        .iter()
+        .map(|p| p.partition_error_code)
+        .collect()
+}
+
+async fn end(client: &mut RawClient, id: &str, producer: (i64, i16), commit: bool) -> i16 {
+    let request = EndTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_committed(commit);
+    client.call(&request, 3).await.error_code
+}
+
+/// A transactional batch of `values` with sequences from `base_sequence`.
+fn txn_batch(producer: (i64, i16), base_sequence: i32, values: &[&str]) -> Bytes {
+    let records: Vec<MaybeValue<'_>> = values.iter().map(|v| (None, Some(*v), 1_000)).collect();
+    let stamp = ProducerStamp {
+        id: producer.0,
+        epoch: producer.1,
+        base_sequence,
+    };
+    records_batch(&records, Compression::None, Some(stamp), true)
+}
+
+/// What a fetch at `isolation` returns from `offset`: `(high watermark, last stable offset,
+/// aborted (producer, first offset), data records (offset, value), marker offsets)`.
+struct Fetched {
+    high_watermark: i64,
+    last_stable: i64,
+    aborted: Vec<(i64, i64)>,
+    records: Vec<(i64, String)>,
+    markers: Vec<i64>,
+}
+
+async fn fetch(client: &mut RawClient, offset: i64, isolation: i8) -> Fetched {
+    let request = fetch_request("t", 0, offset, 0).with_isolation_level(isolation);
+    let answer = client.call(&request, 12).await;
+    let p = &answer.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let mut data = p.records.clone().unwrap_or_default();
+    let mut records = Vec::new();
+    let mut markers = Vec::new();
+    for batch in RecordBatchDecoder::decode_all(&mut data).unwrap() {
+        for r in batch.records {
+            if r.control {
+                markers.push(r.offset);
+            } else {
+                let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+                records.push((r.offset, value.into_owned()));
+            }
+        }
+    }
+    Fetched {
+        high_watermark: p.high_watermark,
+        last_stable: p.last_stable_offset,
+        aborted: p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect(),
+        records,
+        markers,
+    }
+}
+
+/// ListOffsets latest at `isolation`.
+async fn latest(client: &mut RawClient, isolation: i8) -> i64 {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    client.call(&request, 7).await.topics[0].partitions[0].offset
+}
+
+const UNCOMMITTED: i8 = 0;
+const COMMITTED: i8 = 1;
+
+async fn setup(broker: &Broker) -> RawClient {
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(create_topic(&mut client, "t", 2).await, 0);
+    client
+}
+
+#[tokio::test]
+async fn committed_and_aborted_records_under_both_isolation_levels() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    let (code, pid, epoch) = init(&mut client, "pay", 60_000).await;
+    assert_eq!((code, pid, epoch), (0, 0, 0));
+    let producer = (pid, epoch);
+    assert_eq!(
+        add_partitions(&mut client, "pay", producer, &[0], 3).await,
+        vec![0]
+    );
+    let sent = produce(
+        &mut client,
+        "t",
+        0,
+        txn_batch(producer, 0, &["a", "b", "c"]),
+        9,
+    )
+    .await;
+    assert_eq!((sent.error_code, sent.base_offset), (0, 0));
+    // A plain record after the open transaction: read_committed waits for the transaction.
+    assert_eq!(
+        produce(&mut client, "t", 0, values(1), 9).await.base_offset,
+        3
+    );
+    let open = fetch(&mut client, 0, COMMITTED).await;
+    assert_eq!((open.high_watermark, open.last_stable), (4, 0));
+    assert!(open.records.is_empty());
+    assert_eq!(fetch(&mut client, 0, UNCOMMITTED).await.records.len(), 4);
+    assert_eq!(latest(&mut client, COMMITTED).await, 0);
+    assert_eq!(latest(&mut client, UNCOMMITTED).await, 4);
+
+    assert_eq!(end(&mut client, "pay", producer, true).await, 0);
+    let committed = fetch(&mut client, 0, COMMITTED).await;
+    assert_eq!((committed.high_watermark, committed.last_stable), (5, 5));
+    let offsets: Vec<i64> = committed.records.iter().map(|r| r.0).collect();
+    assert_eq!(offsets, vec![0, 1, 2, 3]);
+    assert_eq!(committed.markers, vec![4]);
+    assert!(committed.aborted.is_empty());
+    assert_eq!(latest(&mut client, COMMITTED).await, 5);
+
+    // The next transaction of the same producer aborts: its records stay in the log, listed.
+    assert_eq!(
+        add_partitions(&mut client, "pay", producer, &[0], 3).await,
+        vec![0]
+    );
+    let sent = produce(&mut client, "t", 0, txn_batch(producer, 3, &["x", "y"]), 9).await;
+    assert_eq!((sent.error_code, sent.base_offset), (0, 5));
+    assert_eq!(end(&mut client, "pay", producer, false).await, 0);
+    let aborted = fetch(&mut client, 5, COMMITTED).await;
+    assert_eq!((aborted.high_watermark, aborted.last_stable), (8, 8));
+    assert_eq!(aborted.aborted, vec![(pid, 5)]);
+    assert_eq!(aborted.records, vec![(5, "x".into()), (6, "y".into())]);
+    assert_eq!(aborted.markers, vec![7]);
+    // read_uncommitted is told of no aborted transaction.
+    assert!(fetch(&mut client, 5, UNCOMMITTED).await.aborted.is_empty());
+    // A committed read from before the abort lists it too, the commit not.
+    assert_eq!(
+        fetch(&mut client, 0, COMMITTED).await.aborted,
+        vec![(pid, 5)]
+    );
+}
+
+#[tokio::test]
+async fn transactional_requests_are_checked_like_kafka() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    assert_eq!(
+        init(&mut client, "pay", i32::MAX).await.0,
+        ResponseError::InvalidTransactionTimeout.code()
+    );
+    assert_eq!(
+        init(&mut client, "pay", 0).await.0,
+        ResponseError::InvalidTransactionTimeout.code()
+    );
+    let (_, pid, epoch) = init(&mut client, "pay", 60_000).await;
+    let producer = (pid, epoch);
+    // Data for a partition the transaction does not hold.
+    let stray = produce(&mut client, "t", 1, txn_batch(producer, 0, &["a"]), 9).await;
+    assert_eq!(stray.error_code, ResponseError::InvalidTxnState.code());
+    // Nothing to end.
+    assert_eq!(
+        end(&mut client, "pay", producer, true).await,
+        ResponseError::InvalidTxnState.code()
+    );
+    // One unknown partition: nothing is added.
+    assert_eq!(
+        add_partitions(&mut client, "pay", producer, &[0, 7], 3).await,
+        vec![
+            ResponseError::OperationNotAttempted.code(),
+            ResponseError::UnknownTopicOrPartition.code()
+        ]
+    );
+    assert_eq!(
+        add_partitions(&mut client, "pay", (pid + 1, epoch), &[0], 3).await,
+        vec![ResponseError::InvalidProducerIdMapping.code()]
+    );
+    assert_eq!(
+        add_partitions(&mut client, "other", producer, &[0], 3).await,
+        vec![ResponseError::InvalidProducerIdMapping.code()]
+    );
+}
+
+#[tokio::test]
+async fn a_new_instance_fences_the_zombie_and_aborts_what_it_left_open() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    let (_, pid, epoch) = init(&mut client, "pay", 60_000).await;
+    let zombie = (pid, epoch);
+    assert_eq!(
+        add_partitions(&mut client, "pay", zombie, &[0], 3).await,
+        vec![0]
+    );
+    assert_eq!(
+        produce(&mut client, "t", 0, txn_batch(zombie, 0, &["a", "b"]), 9)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(fetch(&mut client, 0, COMMITTED).await.last_stable, 0);
+    // The restarted instance: same producer id, next epoch; the open transaction is aborted.
+    let (code, same, next) = init(&mut client, "pay", 60_000).await;
+    assert_eq!((code, same, next), (0, pid, 1));
+    let after = fetch(&mut client, 0, COMMITTED).await;
+    assert_eq!((after.high_watermark, after.last_stable), (3, 3));
+    assert_eq!(after.aborted, vec![(pid, 0)]);
+    assert_eq!(after.markers, vec![2]);
+    // The zombie is refused everywhere: PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2 of
+    // the coordinator's APIs, and from the partition).
+    assert_eq!(
+        add_partitions(&mut client, "pay", zombie, &[0], 3).await,
+        vec![ResponseError::ProducerFenced.code()]
+    );
+    assert_eq!(
+        add_partitions(&mut client, "pay", zombie, &[0], 1).await,
+        vec![ResponseError::InvalidProducerEpoch.code()]
+    );
+    assert_eq!(
+        end(&mut client, "pay", zombie, true).await,
+        ResponseError::ProducerFenced.code()
+    );
+    let late = produce(&mut client, "t", 0, txn_batch(zombie, 2, &["c"]), 9).await;
+    assert_eq!(late.error_code, ResponseError::InvalidProducerEpoch.code());
+    // The new instance writes and commits from sequence 0.
+    let current = (pid, 1);
+    assert_eq!(
+        add_partitions(&mut client, "pay", current, &[0], 3).await,
+        vec![0]
+    );
+    let sent = produce(&mut client, "t", 0, txn_batch(current, 0, &["d"]), 9).await;
+    assert_eq!((sent.error_code, sent.base_offset), (0, 3));
+    assert_eq!(end(&mut client, "pay", current, true).await, 0);
+    assert_eq!(
+        fetch(&mut client, 3, COMMITTED).await.records,
+        vec![(3, "d".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    let (_, pid, epoch) = init(&mut client, "slow", 1_000).await;
+    let producer = (pid, epoch);
+    assert_eq!(
+        add_partitions(&mut client, "slow", producer, &[0, 1], 3).await,
+        vec![0, 0]
+    );
+    assert_eq!(
+        produce(&mut client, "t", 0, txn_batch(producer, 0, &["a"]), 9)
+            .await
+            .error_code,
+        0
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert_eq!(
+        broker.abort_timed_out_transactions(now).await,
+        0,
+        "within its timeout"
+    );
+    assert_eq!(broker.abort_timed_out_transactions(now + 2_000).await, 1);
+    let after = fetch(&mut client, 0, COMMITTED).await;
+    assert_eq!(
+        (after.last_stable, after.aborted.clone()),
+        (2, vec![(pid, 0)])
+    );
+    assert_eq!(after.markers, vec![1]);
+    // Partition 1 held no data: its marker is all it has.
+    let request = fetch_request("t", 1, 0, 0).with_isolation_level(COMMITTED);
+    let p = client.call(&request, 12).await.responses[0].partitions[0].clone();
+    assert_eq!((p.high_watermark, p.last_stable_offset), (1, 1));
+    assert_eq!(
+        end(&mut client, "slow", producer, true).await,
+        ResponseError::ProducerFenced.code()
+    );
+    let late = produce(&mut client, "t", 0, txn_batch(producer, 1, &["b"]), 9).await;
+    assert_eq!(late.error_code, ResponseError::InvalidProducerEpoch.code());
+}
+
+async fn committed_offset(client: &mut RawClient, group: &str) -> i64 {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(topic_name("t"))
+            .with_partition_indexes(vec![1])]));
+    client.call(&request, 7).await.topics[0].partitions[0].committed_offset
+}
+
+#[tokio::test]
+async fn offsets_sent_to_a_transaction_are_committed_with_it_only() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    for commit in [false, true] {
+        let (_, pid, epoch) = init(&mut client, "copier", 60_000).await;
+        let producer = (pid, epoch);
+        let add = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(txn_id("copier"))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_group_id(GroupId(s("readers")));
+        assert_eq!(client.call(&add, 3).await.error_code, 0);
+        let offsets = TxnOffsetCommitRequest::default()
+            .with_transactional_id(txn_id("copier"))
+            .with_group_id(GroupId(s("readers")))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_generation_id(-1)
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(1)
+                    .with_committed_offset(42)])]);
+        let answer = client.call(&offsets, 3).await;
+        assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+        assert_eq!(
+            committed_offset(&mut client, "readers").await,
+            -1,
+            "not before the end"
+        );
+        assert_eq!(end(&mut client, "copier", producer, commit).await, 0);
+        let expected = if commit { 42 } else { -1 };
+        assert_eq!(committed_offset(&mut client, "readers").await, expected);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_state_survives_a_kill_9() {
+    let dir = std::env::temp_dir().join(format!("txn-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = BrokerArgs::new(&dir);
+    let mut broker = BrokerProcess::start(&args);
+    let mut client = RawClient::connect(broker.addr).await;
+    assert_eq!(create_topic(&mut client, "t", 2).await, 0);
+    let (_, pid, epoch) = init(&mut client, "pay", 60_000).await;
+    let producer = (pid, epoch);
+    assert_eq!(
+        add_partitions(&mut client, "pay", producer, &[0], 3).await,
+        vec![0]
+    );
+    assert_eq!(
+        produce(&mut client, "t", 0, txn_batch(producer, 0, &["a", "b"]), 9)
+            .await
+            .error_code,
+        0
+    );
+    broker.kill();
+
+    let mut broker = BrokerProcess::start(&args);
+    let mut client = RawClient::connect(broker.addr).await;
+    // Still open: the last stable offset is held, and the producer may go on and commit.
+    let open = fetch(&mut client, 0, COMMITTED).await;
+    assert_eq!((open.high_watermark, open.last_stable), (2, 0));
+    let sent = produce(&mut client, "t", 0, txn_batch(producer, 2, &["c"]), 9).await;
+    assert_eq!((sent.error_code, sent.base_offset), (0, 2));
+    assert_eq!(end(&mut client, "pay", producer, true).await, 0);
+    broker.kill();
+
+    let broker = BrokerProcess::start(&args);
+    let mut client = RawClient::connect(broker.addr).await;
+    let committed = fetch(&mut client, 0, COMMITTED).await;
+    assert_eq!((committed.high_watermark, committed.last_stable), (4, 4));
+    assert_eq!(committed.records.len(), 3);
+    // The epoch survived too: a new instance gets the next one, and the old one is fenced.
+    assert_eq!(init(&mut client, "pay", 60_000).await, (0, pid, 1));
+    let late = produce(&mut client, "t", 0, txn_batch(producer, 3, &["d"]), 9).await;
+    assert_eq!(late.error_code, ResponseError::InvalidProducerEpoch.code());
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("broker.log"));
+}
