@@ -310,6 +310,7 @@ mod tests {
             expected: "something happens".into(),
             shown: checks.shown(),
             figures: serde_json::Value::Null,
+            measured: serde_json::Value::Null,
         };
         n.verdict(&report, &checks);
     }

@@ -4,8 +4,10 @@ use clap::Args;
 
 use crate::lab::LabError;
 
-/// Traffic time is cut into ticks of this many per second: the producer sends a tick's records,
-/// then waits for the next tick of wall time, and consumers gain a tick's budget.
+/// Traffic time is cut into ticks of this many per second. A tick is the unit of the lab's
+/// traffic-time model: the producer sends a tick's records (a tenth of its rate) and has them
+/// acknowledged, and each partition's consumer then processes at most its rate's worth of that
+/// tick's time, from what has arrived.
 pub const TICKS_PER_SECOND: u64 = 10;
 
 /// Lab `hot-tenant`'s own flags.
@@ -73,8 +75,8 @@ impl Timed {
         self.records as f64 / self.rate as f64
     }
 
-    /// Records one partition's consumer may have processed once `sent` records have been sent:
-    /// its rate times the traffic time elapsed. Integer arithmetic, so the budget is exact.
+    /// Records one partition's consumer can process in the traffic time it takes to send `sent`
+    /// records: its rate times that time. Integer arithmetic, so the budget is exact.
     pub fn budget(&self, sent: u64) -> u64 {
         (u128::from(self.consumer_rate) * u128::from(sent) / u128::from(self.rate)) as u64
     }
@@ -82,6 +84,31 @@ impl Timed {
     /// Records per tick.
     pub fn tick_records(&self) -> u64 {
         (self.rate / TICKS_PER_SECOND).max(1)
+    }
+
+    /// Ticks in one run (the last one may send fewer records).
+    pub fn ticks(&self) -> u32 {
+        u32::try_from(self.records.div_ceil(self.tick_records())).unwrap_or(u32::MAX)
+    }
+
+    /// Records sent once tick `tick` (counted from 1) has been sent.
+    pub fn sent_after(&self, tick: u32) -> u64 {
+        (u64::from(tick) * self.tick_records()).min(self.records)
+    }
+
+    /// Records one partition's consumer may process in tick `tick`: its rate's worth of that
+    /// tick's traffic time. A consumer cannot bank idle time: what a tick's capacity does not
+    /// use (nothing had arrived) is gone, as it is for a real consumer that waited.
+    pub fn capacity(&self, tick: u32) -> u64 {
+        let before = self.sent_after(tick.saturating_sub(1));
+        self.budget(self.sent_after(tick)) - self.budget(before)
+    }
+
+    /// Whether the lag is sampled after tick `tick`: a whole second of traffic has passed, or
+    /// it is the last tick.
+    pub fn samples_after(&self, tick: u32) -> bool {
+        let second = |t: u32| self.sent_after(t) / self.rate;
+        tick == self.ticks() || second(tick) > second(tick.saturating_sub(1))
     }
 }
 
@@ -196,6 +223,26 @@ mod tests {
         assert_eq!(t.budget(t.records / 2), 375_000);
         assert_eq!(t.budget(0), 0);
         assert_eq!(t.tick_records(), 200_000);
+        assert_eq!(t.ticks(), 20);
+        assert_eq!(t.capacity(1), 37_500);
+        let total: u64 = (1..=t.ticks()).map(|k| t.capacity(k)).sum();
+        assert_eq!(total, t.budget(t.records));
+        let sampled: Vec<u32> = (1..=t.ticks()).filter(|&k| t.samples_after(k)).collect();
+        assert_eq!(sampled, [10, 20]);
+    }
+
+    #[test]
+    fn a_short_last_tick_is_a_tick_and_is_sampled() {
+        let Mode::Timed(t) = mode(&["--records", "450000", "--rate", "200000"]).unwrap() else {
+            panic!("not timed");
+        };
+        assert_eq!(t.ticks(), 23);
+        assert_eq!(t.sent_after(23), 450_000);
+        assert_eq!(t.sent_after(24), 450_000);
+        let total: u64 = (1..=t.ticks()).map(|k| t.capacity(k)).sum();
+        assert_eq!(total, t.budget(450_000));
+        let sampled: Vec<u32> = (1..=t.ticks()).filter(|&k| t.samples_after(k)).collect();
+        assert_eq!(sampled, [10, 20, 23]);
     }
 
     #[test]

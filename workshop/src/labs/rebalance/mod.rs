@@ -84,6 +84,7 @@ impl Lab for Rebalance {
             shown: checks.shown(),
             figures: serde_json::to_value(&figures)
                 .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
+            measured: serde_json::json!({}),
         };
         n.verdict(&report, &checks);
         Ok(report)
