@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use support::{run_json, BrokerProcess};
+use support::{assert_figures_follow_the_seed, run_json, BrokerProcess};
 
 /// The default run, once for all tests, parsed back from its JSON document.
 fn default_run() -> &'static Value {
@@ -223,6 +223,11 @@ fn a_seed_gives_the_same_figures_every_run_and_the_timeline_holds_the_group_even
         .iter()
         .filter(|l| l["event"] == "assigned")
         .all(|l| joined.contains(&l["generation"].as_i64().unwrap())));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_figures() {
+    assert_figures_follow_the_seed("rebalance", &[], Some(&default_run()["figures"]));
 }
 
 #[test]
