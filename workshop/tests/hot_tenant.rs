@@ -217,6 +217,8 @@ fn bad_flags_are_one_error_line() {
         &["--salt", "0"],
         &["--records", "many"],
         &["--model", "--steps"],
+        &["--steps", "--partitions", "4"],
+        &["--model", "--records", "100000"],
     ] {
         let all = ["hot-tenant", "--check"].iter().chain(args).copied();
         let err = workshop::run(all).expect_err(&format!("{args:?} was accepted"));

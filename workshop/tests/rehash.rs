@@ -123,7 +123,10 @@ fn every_scheme_has_a_row_with_every_figure() {
         ] {
             assert!(r[field].is_number(), "{field} missing in {r}");
         }
-        assert!(r.get("lookup_ns").is_none(), "a wall-clock time in figures: {r}");
+        assert!(
+            r.get("lookup_ns").is_none(),
+            "a wall-clock time in figures: {r}"
+        );
         assert_eq!(r["vnodes"].is_null(), r["scheme"] != "ring", "{r}");
     }
     assert_eq!(row(schemes, "fixed-slots", Some(4096))["hash"], "xxh3");
@@ -138,12 +141,18 @@ fn lookup_times_are_measured_not_figures() {
     let measured = &report.measured;
     for (timings, rows) in [
         (&measured["lookup_ns"], &report.figures["schemes"]),
-        (&measured["weighted_lookup_ns"], &report.figures["weighted"]["schemes"]),
+        (
+            &measured["weighted_lookup_ns"],
+            &report.figures["weighted"]["schemes"],
+        ),
     ] {
         let timings = timings.as_array().unwrap_or_else(|| panic!("{measured}"));
         assert_eq!(timings.len(), rows.as_array().unwrap().len());
         for t in timings {
-            assert!(t["scheme"].is_string() && f64_of(&t["lookup_ns"]) > 0.0, "{t}");
+            assert!(
+                t["scheme"].is_string() && f64_of(&t["lookup_ns"]) > 0.0,
+                "{t}"
+            );
         }
     }
     assert_eq!(measured["lookup_ns"][0]["scheme"], "mod-n");

@@ -136,10 +136,15 @@ mod tests {
 
     #[test]
     fn the_json_has_the_five_fields_and_nothing_else() {
-        let report = LabReport::new("demo", "something happens".into(), false, &serde_json::json!({"n": 3}))
-            .unwrap()
-            .with_measured(&serde_json::json!({"seconds": 1.5}))
-            .unwrap();
+        let report = LabReport::new(
+            "demo",
+            "something happens".into(),
+            false,
+            &serde_json::json!({"n": 3}),
+        )
+        .unwrap()
+        .with_measured(&serde_json::json!({"seconds": 1.5}))
+        .unwrap();
         let value: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(
             value,

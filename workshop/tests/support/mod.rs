@@ -103,9 +103,7 @@ pub fn assert_figures_follow_the_seed(
     let seeded: Vec<&str> = args.iter().copied().chain(["--seed", "7"]).collect();
     let figures = |args: &[&str]| run_json(lab, args).figures;
     let (first, again, seven, seven_again) = std::thread::scope(|s| {
-        let first = default_run
-            .is_none()
-            .then(|| s.spawn(|| figures(args)));
+        let first = default_run.is_none().then(|| s.spawn(|| figures(args)));
         let again = s.spawn(|| figures(args));
         let seven = s.spawn(|| figures(&seeded));
         let seven_again = figures(&seeded);

@@ -54,7 +54,13 @@ impl Lab for HotTenant {
                     ));
                 }
                 let (figures, checks) = model_mode::run(n);
-                report(ctx, model_mode::EXPECTED.to_string(), &figures, None, checks)
+                report(
+                    ctx,
+                    model_mode::EXPECTED.to_string(),
+                    &figures,
+                    None,
+                    checks,
+                )
             }
             Mode::Steps => {
                 ctx.narrator.intro(Self::NAME, steps::EXPECTED);

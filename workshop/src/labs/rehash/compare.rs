@@ -204,6 +204,9 @@ mod tests {
             hash: SlotHash::RedisCrc16,
         };
         assert_eq!(redis.label(), "Redis, 16384 slots");
-        assert_eq!((redis.hash(), redis.short()), ("crc16", "redis/16384".to_string()));
+        assert_eq!(
+            (redis.hash(), redis.short()),
+            ("crc16", "redis/16384".to_string())
+        );
     }
 }

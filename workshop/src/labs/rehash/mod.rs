@@ -87,7 +87,11 @@ impl Lab for Rehash {
         let specs = lineup(&plan.vnodes, plan.partitions);
         let (measured, refused) = measure_all(n, &specs, &plan.from, &plan.to, &keys, salt);
         let ring_spread_law = spread_law(&plan.to, &measured, salt)?;
-        let first_key = keys.iter().next().map(String::from_utf8_lossy).unwrap_or_default();
+        let first_key = keys
+            .iter()
+            .next()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
         let redis_hash_tags = worked::redis_hash_tags(&first_key);
         story::lineup_evidence(
             n,
@@ -138,8 +142,8 @@ impl Lab for Rehash {
         };
         let checks = figures::verdict(ideal, &figures.schemes);
         n.summary(&story::summary(&figures));
-        let report =
-            LabReport::new(Self::NAME, expected, checks.shown(), &figures)?.with_measured(&timings)?;
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?
+            .with_measured(&timings)?;
         n.verdict(&report, &checks);
         Ok(report)
     }

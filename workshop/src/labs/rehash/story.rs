@@ -2,7 +2,7 @@
 //! Every number shown is passed in from what the lab computed.
 
 use super::compare::Spec;
-use super::figures::{HashTag, Figures, Refusal, SchemeRow, SpreadLaw};
+use super::figures::{Figures, HashTag, Refusal, SchemeRow, SpreadLaw};
 use super::measure::Measurement;
 use super::plan::Plan;
 use super::schemes::{node_name, NodeId};

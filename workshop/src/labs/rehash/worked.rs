@@ -10,7 +10,9 @@
 use serde::Serialize;
 
 use super::figures::HashTag;
-use super::schemes::{hash_tag, redis_slot, Jump, Membership, ModN, NodeId, Ring, Scheme, SchemeError};
+use super::schemes::{
+    hash_tag, redis_slot, Jump, Membership, ModN, NodeId, Ring, Scheme, SchemeError,
+};
 
 /// Redis Cluster's hash-tag rule on `key`: the key, two keys tagged with it, the same suffix
 /// without a tag, and empty braces (which are no tag).

@@ -175,7 +175,9 @@ pub async fn run_worker(
     let worked = work(&shared, member, partition, clock).await;
     if worked.is_err() {
         // The producer waits for every member at each sample; a failed one must not hang it.
-        shared.done.send_modify(|done| done[partition as usize] = FAILED);
+        shared
+            .done
+            .send_modify(|done| done[partition as usize] = FAILED);
     }
     worked
 }
@@ -202,7 +204,11 @@ async fn work(
         while local.len() < take {
             let before = local.len();
             poll_into(&mut member, &tp, &mut local).await?;
-            empty_polls = if local.len() == before { empty_polls + 1 } else { 0 };
+            empty_polls = if local.len() == before {
+                empty_polls + 1
+            } else {
+                0
+            };
             if empty_polls >= MAX_EMPTY_POLLS {
                 return Err(LabError::Broker(format!(
                     "{tp} returned no records below its log end offset {arrived} after \
@@ -284,7 +290,14 @@ pub async fn run_detector(
     mut clock: watch::Receiver<Ticks>,
 ) -> Result<SpaceSaving<u32>, LabError> {
     let mut readers = (0..plan.partitions)
-        .map(|p| PartitionReader::new(&client, TopicPartition::new(topic.clone(), p), 0, FETCH_WAIT))
+        .map(|p| {
+            PartitionReader::new(
+                &client,
+                TopicPartition::new(topic.clone(), p),
+                0,
+                FETCH_WAIT,
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut read = vec![0i64; plan.partitions as usize];
     let mut sketch = SpaceSaving::new(capacity);

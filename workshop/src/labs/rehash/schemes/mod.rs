@@ -29,7 +29,9 @@ pub use mod_n::ModN;
 pub use placement::PlacementTable;
 pub use rendezvous::Rendezvous;
 pub use ring::{Ring, RingScheme};
-pub use slots::{hash_tag, redis_slot, redis_slot_crc, FixedSlots, SlotHash, MAX_SLOTS, REDIS_SLOTS};
+pub use slots::{
+    hash_tag, redis_slot, redis_slot_crc, FixedSlots, SlotHash, MAX_SLOTS, REDIS_SLOTS,
+};
 
 /// A way to route keys to the nodes of a [`Membership`].
 pub trait Scheme: Sized {

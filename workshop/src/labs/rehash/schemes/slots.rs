@@ -91,9 +91,7 @@ impl FixedSlots {
         match self.hash {
             SlotHash::Xxh3 => (key_hash(key) % slots as u64) as usize,
             // Redis fixes the slot count; any other count takes the CRC modulo that count.
-            SlotHash::RedisCrc16 => {
-                (REDIS_CRC16.checksum(hash_tag(key)) as usize) % slots
-            }
+            SlotHash::RedisCrc16 => (REDIS_CRC16.checksum(hash_tag(key)) as usize) % slots,
             // `slots` is at most MAX_SLOTS, so it fits in i32, and the partition is in 0..slots.
             SlotHash::KafkaMurmur2 => {
                 protocol::partitioner::partition_for_key(key, slots as i32) as usize
@@ -164,10 +162,16 @@ mod tests {
         assert_eq!(hash_tag(b"foo{bar"), b"foo{bar");
         assert_eq!(hash_tag(b"foo}bar{"), b"foo}bar{");
         assert_eq!(hash_tag(b"plain"), b"plain");
-        let fixed =
-            FixedSlots::new(SlotHash::RedisCrc16, REDIS_SLOTS, &Membership::uniform(3).unwrap())
-                .unwrap();
-        assert_eq!(fixed.slot_of(b"{user1000}.followers"), redis_slot(b"user1000") as usize);
+        let fixed = FixedSlots::new(
+            SlotHash::RedisCrc16,
+            REDIS_SLOTS,
+            &Membership::uniform(3).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            fixed.slot_of(b"{user1000}.followers"),
+            redis_slot(b"user1000") as usize
+        );
     }
 
     #[test]
