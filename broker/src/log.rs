@@ -294,7 +294,10 @@ impl PartitionLog {
             let disk = state.disk.as_ref().expect("a flushed log is on disk");
             disk.sync_point()
         };
-        let commit = self.commit.as_ref().expect("a log on disk has its group commit");
+        let commit = self
+            .commit
+            .as_ref()
+            .expect("a log on disk has its group commit");
         commit.wait(target, sync_point).await.map_err(|e| {
             tracing::error!("partition sync failed, no more appends: {e}");
             if let Some(disk) = &mut self.state.lock().disk {

@@ -169,6 +169,10 @@ fn a_seed_gives_the_same_figures_every_run_and_the_timeline_holds_the_group_even
 
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
+    // README.md shows two of these lines.
+    let shown =
+        support::readme::assert_blocks_of("workshop rebalance --timeline rebalance.jsonl", &text);
+    assert_eq!(shown, 1);
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))

@@ -4,6 +4,8 @@
 // Each test binary uses its own part of this.
 #![allow(dead_code)]
 
+pub mod readme;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
