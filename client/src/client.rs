@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, TopicName};
+use kafka_protocol::messages::{ApiKey, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
@@ -290,6 +290,13 @@ impl Client {
             Some(id) => self.broker(id).await,
             None => self.any_connection().await,
         }
+    }
+
+    /// The version a request for `api` goes out at, as any broker's ApiVersions answer allows;
+    /// [`ProtocolError::UnsupportedVersion`] when the cluster does not offer it in a version this
+    /// client speaks. For a tool that skips what a cluster cannot do, rather than failing midway.
+    pub async fn api_version(&self, api: ApiKey) -> Result<i16> {
+        self.any_connection().await?.version(api as i16)
     }
 
     /// Any broker that answers: a live connection if there is one, else the known brokers and

@@ -325,6 +325,16 @@ impl Error {
             _ => None,
         }
     }
+
+    /// The API a request needed and the broker does not offer in any version this client
+    /// speaks (absent from its ApiVersions answer, or only in versions outside ours): a gap of
+    /// that cluster, not a failure worth retrying.
+    pub fn unsupported_api(&self) -> Option<&'static str> {
+        match self.fatal_cause().unwrap_or(self) {
+            Self::Protocol(ProtocolError::UnsupportedVersion { api, .. }) => Some(api),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -377,5 +387,17 @@ mod tests {
             unsupported.to_string(),
             "Fetch: the broker speaks versions 0..=3, this client 4..=12"
         );
+        let missing: Error = ProtocolError::UnsupportedVersion {
+            api: "CreatePartitions",
+            broker: None,
+            client: (0, 3),
+        }
+        .into();
+        assert_eq!(missing.unsupported_api(), Some("CreatePartitions"));
+        assert_eq!(
+            Error::ProducerFatal(Box::new(missing)).unsupported_api(),
+            Some("CreatePartitions")
+        );
+        assert_eq!(bad.unsupported_api(), None);
     }
 }

@@ -56,6 +56,8 @@ pub use error::{Error, ProtocolError, Result, ServerError, TransportError};
 pub use group::{
     CommitFuture, GroupConfig, GroupConsumer, PolledRecords, RebalanceEvent, RebalanceListener,
 };
+/// The API keys, for [`Client::api_version`].
+pub use kafka_protocol::messages::ApiKey;
 pub use metadata::{BrokerInfo, ClusterInfo, PartitionInfo, TopicInfo};
 pub use offsets::{ListedOffset, OffsetSpec};
 pub use producer::{

@@ -19,9 +19,11 @@ use tokio::net::TcpStream;
 pub use broker::{Broker, BrokerConfig};
 pub use process::{workspace_binary, BrokerArgs, BrokerProcess};
 pub use requests::*;
+pub use without_api::WithoutApi;
 
 mod process;
 mod requests;
+mod without_api;
 
 /// A broker on `127.0.0.1:0` with `config`'s other settings.
 pub async fn start_broker(config: BrokerConfig) -> Broker {

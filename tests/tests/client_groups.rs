@@ -516,3 +516,23 @@ async fn a_join_slower_than_the_poll_interval_does_not_count_against_it() {
     a.stop().await.close().await.unwrap();
     broker.shutdown().await;
 }
+
+/// A consumer never creates topics: subscribing to one that does not exist (or was just
+/// deleted) on a broker that auto-creates must leave it missing, or a lab's cleanup would be
+/// undone by its own members. Producers keep Kafka's producer behaviour.
+#[tokio::test(start_paused = true)]
+async fn a_member_subscribed_to_a_missing_topic_does_not_create_it() {
+    let broker = broker().await;
+    let client = connect(broker.addr()).await;
+    let mut config = config("no-auto-create", "range");
+    config.max_poll_interval = Duration::from_secs(2);
+    let mut m = member(&client, config);
+    for _ in 0..5 {
+        m.poll().await.unwrap();
+    }
+    assert!(m.assignment().is_empty());
+    let topics = Admin::new(client.clone()).list_topics().await.unwrap();
+    assert!(!topics.contains(&TOPIC.to_string()), "{topics:?}");
+    m.close().await.unwrap();
+    broker.shutdown().await;
+}

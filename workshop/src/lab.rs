@@ -9,6 +9,7 @@ use clap::{ArgMatches, Args, FromArgMatches};
 
 use crate::cli::CommonArgs;
 use crate::report::{Gate, LabReport, Narrator, Stream, Terminal, TerminalOptions};
+use crate::stop::Stop;
 
 /// One lab of the workshop.
 pub trait Lab {
@@ -88,6 +89,8 @@ pub struct LabContext {
     pub target: Target,
     /// Narration for people; nobody listens under `--check`.
     pub narrator: Narrator,
+    /// Ctrl-C and SIGTERM (the binary's); a lab on a cluster stops and cleans up when asked.
+    pub stop: Stop,
 }
 
 impl LabContext {
@@ -116,6 +119,7 @@ impl LabContext {
                 None => Target::Embedded,
             },
             narrator,
+            stop: Stop::never(),
         }
     }
 }
@@ -134,6 +138,14 @@ pub enum LabError {
     /// refused, an answer that never came).
     #[error("{0}")]
     Broker(String),
+    /// A phase did not finish within its deadline: which one, what it waited for, how far it
+    /// got (see [`crate::deadline`]).
+    #[error("{0}")]
+    TooSlow(String),
+    /// Ctrl-C or SIGTERM: the lab stopped, and what it had created on the cluster was deleted
+    /// (exit code 130). The text says what was cleaned up.
+    #[error("interrupted{0}")]
+    Interrupted(String),
     /// Reading or writing the terminal failed.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

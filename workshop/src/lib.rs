@@ -33,9 +33,11 @@
 
 pub mod bench;
 pub mod cli;
+pub mod deadline;
 pub mod lab;
 pub mod labs;
 pub mod report;
+pub mod stop;
 pub mod target;
 
 use std::ffi::OsString;
@@ -120,6 +122,21 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    run_until(args, stop::Stop::never(), attach)
+}
+
+/// [`run_with`], stopped early by `stop` (the binary's Ctrl-C and SIGTERM, or a test's
+/// [`stop::Stop::request`]): a lab on a cluster then deletes what it created and fails with
+/// [`LabError::Interrupted`].
+pub fn run_until<I, T>(
+    args: I,
+    stop: stop::Stop,
+    attach: impl FnOnce(&mut report::Narrator),
+) -> Result<Outcome, RunError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
     match cli::parse(args)? {
         cli::Invocation::List => Ok(Outcome::List(
             labs::LABS
@@ -141,6 +158,11 @@ where
             let json = common.json;
             let mut ctx = LabContext::from_common(&common);
             attach(&mut ctx.narrator);
+            // A stop lets a narrator waiting at its gate (`--step`) go on to where it is seen.
+            if let Some(gate) = ctx.narrator.gate() {
+                stop.opens(gate.clone());
+            }
+            ctx.stop = stop;
             let report = entry.run(&matches, &mut ctx)?;
             Ok(Outcome::Lab { report, json })
         }

@@ -1,7 +1,7 @@
 //! `workshop list`, `workshop <lab> [--bootstrap HOST:PORT] [--seed N] [--step] [--json] [--check]`.
 //!
 //! Exit code: 0 when the lab showed its phenomenon, 1 when it did not, 2 on an error (one line on
-//! stderr, never a backtrace).
+//! stderr, never a backtrace), 130 when Ctrl-C or SIGTERM stopped a lab (after its cleanup).
 
 use std::process::ExitCode;
 
@@ -24,7 +24,8 @@ fn main() -> ExitCode {
         // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
         .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
-    match workshop::run(std::env::args_os().skip(1)) {
+    let stop = workshop::stop::Stop::on_signals();
+    match workshop::run_until(std::env::args_os().skip(1), stop, |_| {}) {
         Ok(outcome) => match outcome.emit(&mut std::io::stdout().lock()) {
             Ok(code) => ExitCode::from(code),
             Err(err) => fail(&format!("cannot write to stdout: {err}")),
@@ -40,6 +41,11 @@ fn main() -> ExitCode {
         {
             let _ = err.print();
             ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+        }
+        // As a shell reports a process ended by Ctrl-C; the lab has cleaned up first.
+        Err(err @ RunError::Lab(workshop::LabError::Interrupted(_))) => {
+            fail(&err.to_string());
+            ExitCode::from(130)
         }
         Err(err) => fail(&err.to_string()),
     }

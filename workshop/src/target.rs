@@ -12,9 +12,9 @@
 //! [`runtime`], and runs its phases with `block_on`. Cleanup is async too, so a lab ends with
 //!
 //! ```text
-//! let cluster = runtime.block_on(Cluster::open(&ctx.target, "idempotence"))?;
-//! let outcome = runtime.block_on(phases(&cluster));
-//! runtime.block_on(cluster.close()); // also after a failed phase
+//! let cluster = runtime.block_on(Cluster::open(&ctx.target, &ctx.stop, "idempotence"))?;
+//! let outcome = runtime.block_on(cluster.until_stopped(phases(&cluster)));
+//! runtime.block_on(cluster.close()); // also after a failed or interrupted phase
 //! outcome
 //! ```
 
@@ -25,11 +25,12 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use client::{
-    Admin, Client, ClientConfig, Consumer, ConsumerConfig, NewTopic, OffsetReset, OffsetSpec,
-    Record, SeekTo, TopicPartition,
+    Admin, ApiKey, Client, ClientConfig, Consumer, ConsumerConfig, NewTopic, OffsetReset,
+    OffsetSpec, ProtocolError, Record, SeekTo, TopicPartition,
 };
 
 use crate::lab::{LabError, Target};
+use crate::stop::{Stop, Watching};
 
 /// How long a lab waits for a topic to be read to its end, or for a partition change to show.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -57,12 +58,19 @@ pub struct Cluster {
     topics: Mutex<Vec<String>>,
     /// Consumer groups to delete at the end, after the topics.
     groups: Mutex<Vec<String>>,
+    /// Ctrl-C and SIGTERM: the phases stop ([`until_stopped`](Self::until_stopped)) and
+    /// [`close`](Self::close) still cleans up.
+    stop: Stop,
+    /// On a cluster, from open to the end of close: a signal then waits for the cleanup
+    /// instead of ending the process at once.
+    _watching: Option<Watching>,
 }
 
 impl Cluster {
     /// Starts the embedded broker, or connects to the cluster at `--bootstrap`. `lab` names the
     /// client to the brokers (`workshop-<lab>`), which shows up in their logs.
-    pub async fn open(target: &Target, lab: &str) -> Result<Self, LabError> {
+    /// `stop` ends the phases early (see [`until_stopped`](Self::until_stopped)).
+    pub async fn open(target: &Target, stop: &Stop, lab: &str) -> Result<Self, LabError> {
         let (addr, embedded, run_id) = match target {
             Target::Embedded => {
                 let config = broker::BrokerConfig {
@@ -86,9 +94,41 @@ impl Cluster {
             client,
             addr,
             embedded,
-            run_id,
             topics: Mutex::new(Vec::new()),
             groups: Mutex::new(Vec::new()),
+            _watching: run_id.is_some().then(|| stop.watch()),
+            run_id,
+            stop: stop.clone(),
+        })
+    }
+
+    /// Runs the lab's phases until they end, or until a stop is asked for (Ctrl-C): then they
+    /// are dropped where they wait, their group members with them, and the lab fails with
+    /// [`LabError::Interrupted`]. Either way the lab calls [`close`](Self::close) next.
+    pub async fn until_stopped<T>(
+        &self,
+        phases: impl Future<Output = Result<T, LabError>>,
+    ) -> Result<T, LabError> {
+        tokio::select! {
+            biased;
+            () = self.stop.requested() => Err(self.interrupted()),
+            result = phases => result,
+        }
+    }
+
+    /// For a lab whose phases are synchronous between their requests: fails once a stop was
+    /// asked for.
+    pub fn check_stop(&self) -> Result<(), LabError> {
+        match self.stop.is_requested() {
+            true => Err(self.interrupted()),
+            false => Ok(()),
+        }
+    }
+
+    fn interrupted(&self) -> LabError {
+        LabError::Interrupted(match self.embedded {
+            Some(_) => String::new(),
+            None => ": the topics and groups this run created on the cluster are deleted".into(),
         })
     }
 
@@ -168,6 +208,28 @@ impl Cluster {
             groups.push(name.clone());
         }
         name
+    }
+
+    /// Why a phase that needs `api` cannot run on this cluster (`this cluster does not offer
+    /// CreatePartitions`), or `None` when it can. Another Kafka-protocol broker may leave out an
+    /// API; the lab then skips that phase instead of failing in the middle of it.
+    pub async fn lacks(&self, api: ApiKey) -> Result<Option<String>, LabError> {
+        match self.client.api_version(api).await {
+            Ok(_) => Ok(None),
+            Err(client::Error::Protocol(ProtocolError::UnsupportedVersion {
+                api,
+                broker,
+                client,
+            })) => Ok(Some(match broker {
+                None => format!("this cluster does not offer {api}"),
+                Some((lo, hi)) => format!(
+                    "this cluster offers {api} only in versions {lo}..={hi}, and this client speaks \
+                     {}..={}",
+                    client.0, client.1
+                ),
+            })),
+            Err(e) => Err(broker_error("asking the cluster which APIs it offers", &e)),
+        }
     }
 
     /// Grows a topic with CreatePartitions and waits until metadata shows the new count, so
@@ -287,11 +349,39 @@ impl Cluster {
             let Err(e) = result else { continue };
             match e.name().as_str() {
                 "GROUP_ID_NOT_FOUND" => {}
-                "NON_EMPTY_GROUP" => {
-                    tracing::warn!(%group, %e, "the lab's group still has members; not deleted")
-                }
+                // Members of a lab stopped midway (Ctrl-C, an error) never left: removed as an
+                // admin removes them, the group can go now rather than after their session
+                // timeout.
+                "NON_EMPTY_GROUP" => match self.remove_members(&group).await {
+                    Ok(()) => self.delete_emptied_group(&group).await,
+                    Err(e) => {
+                        tracing::warn!(%group, %e, "the lab's group still has members; not deleted")
+                    }
+                },
                 _ => tracing::error!(%group, %e, "could not delete the lab's group"),
             }
+        }
+    }
+
+    async fn remove_members(&self, group: &str) -> Result<(), client::Error> {
+        let described = self.admin.describe_group(group).await?;
+        for member in &described.members {
+            self.admin.remove_group_member(group, member).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_emptied_group(&self, group: &str) {
+        let deleted = self.admin.delete_groups(&[group]).await;
+        let failed = match deleted {
+            Ok(results) => results
+                .into_iter()
+                .find_map(|(_, r)| r.err())
+                .map(|e| e.to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(e) = failed {
+            tracing::warn!(%group, %e, "could not delete the lab's group after removing its members");
         }
     }
 }
@@ -356,18 +446,20 @@ mod tests {
     fn names_are_plain_on_the_embedded_broker_and_unique_on_a_cluster() {
         let rt = runtime().unwrap();
         let cluster = rt
-            .block_on(Cluster::open(&Target::Embedded, "test"))
+            .block_on(Cluster::open(&Target::Embedded, &Stop::never(), "test"))
             .unwrap();
         assert_eq!(cluster.name("payments"), "payments");
         assert_eq!(cluster.group("billing"), "billing");
         assert!(cluster.embedded().is_some());
         let bootstrap = Target::Bootstrap(cluster.addr().to_string());
-        let remote = rt.block_on(Cluster::open(&bootstrap, "test")).unwrap();
+        let remote = rt
+            .block_on(Cluster::open(&bootstrap, &Stop::never(), "test"))
+            .unwrap();
         let name = remote.name("payments");
         assert!(name.starts_with("payments-") && name.len() > 10, "{name}");
         assert_ne!(
             name,
-            rt.block_on(Cluster::open(&bootstrap, "test"))
+            rt.block_on(Cluster::open(&bootstrap, &Stop::never(), "test"))
                 .unwrap()
                 .name("payments")
         );
@@ -413,7 +505,11 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().to_string()
         };
-        let err = match rt.block_on(Cluster::open(&Target::Bootstrap(addr.clone()), "test")) {
+        let err = match rt.block_on(Cluster::open(
+            &Target::Bootstrap(addr.clone()),
+            &Stop::never(),
+            "test",
+        )) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("connected to a closed port"),
         };
@@ -422,7 +518,7 @@ mod tests {
 
         // A name that does not resolve is no place to start a broker on.
         let nowhere = Target::Bootstrap("nosuchhost.invalid:9092".into());
-        let err = match rt.block_on(Cluster::open(&nowhere, "test")) {
+        let err = match rt.block_on(Cluster::open(&nowhere, &Stop::never(), "test")) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("connected to a name that does not resolve"),
         };

@@ -204,3 +204,82 @@ fn against_a_separately_started_broker_the_figures_are_the_same() {
     });
     assert!(topics.is_empty(), "left behind: {topics:?}");
 }
+
+/// A cluster without CreatePartitions (tansu offers none): the partition change is skipped and
+/// says why, every other phase runs with its exact figures, and the verdict covers those.
+#[test]
+fn on_a_cluster_without_create_partitions_that_phase_is_skipped_and_the_rest_runs() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(::tests::WithoutApi::start(
+        ::tests::BrokerConfig::default(),
+        client::ApiKey::CreatePartitions as i16,
+    ));
+    let addr = cluster.addr.to_string();
+    let recorder = workshop::report::Recorder::new();
+    let view = recorder.clone();
+    let args = ["idempotence", "--check", "--bootstrap", &addr];
+    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
+    let report = outcome.report().unwrap();
+    let reason = "this cluster does not offer CreatePartitions";
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    assert_eq!(report.skipped[0].reason, reason);
+    assert_eq!(
+        report.skipped[0].phase,
+        "Where it ends (1): the partition count changes"
+    );
+    assert!(report.shown, "{}", report.figures);
+    let f = &report.figures;
+    assert_eq!(f["partitions_after_change"], Value::Null);
+    assert_eq!(f["per_partition"]["after_partition_change"], Value::Null);
+    // The other phases as on any cluster: the seed's same losses, restarts and zombie.
+    assert_eq!(n(f, "acks_lost"), 12);
+    assert_eq!(n(f, "duplicates_without_idempotence"), 12);
+    assert_eq!(n(f, "duplicates_with_idempotence"), 0);
+    assert_eq!(n(f, "duplicates_after_producer_restart"), 3);
+    assert_eq!(f["zombie_fenced_with"], "INVALID_PRODUCER_EPOCH");
+    let mut expected = default_run().figures.clone();
+    for only_embedded in ["broker_side_acks_dropped", "broker_side_duplicates"] {
+        expected[only_embedded] = Value::Null;
+    }
+    for phase_3 in [
+        "partitions_after_change",
+        "resends_after_partition_change",
+        "resent_orders",
+        "duplicates_after_partition_change",
+        "duplicates_in_another_partition",
+    ] {
+        expected.as_object_mut().unwrap().remove(phase_3);
+    }
+    expected["per_partition"]["after_partition_change"] = Value::Null;
+    assert_eq!(*f, expected);
+
+    let text = workshop::report::Terminal::render(
+        &recorder.events(),
+        workshop::report::TerminalOptions::plain(100),
+    );
+    assert!(
+        text.contains("3. Where it ends (1): the partition count changes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Skipped: this cluster does not offer CreatePartitions."),
+        "{text}"
+    );
+    assert!(
+        text.contains("skipped: the partition change was not made: this cluster does not offer CreatePartitions"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "for the phases that ran (skipped: duplicates after the partition\n  change)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Kafka 2.1"), "{text}");
+    // Nothing left behind: the skipped phase created no topic.
+    let (topics, groups) = support::leftovers(&addr);
+    assert!(
+        topics.is_empty() && groups.is_empty(),
+        "{topics:?} {groups:?}"
+    );
+}

@@ -17,7 +17,7 @@ use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::group::coordinator::Coordinator;
 use crate::group::offsets::{commit_once, fetch_committed, CommitAs, CommittedOffsets};
 use crate::group::protocol::{decode_assignment, PROTOCOL_TYPE};
-use crate::group::requests::group_id;
+use crate::group::requests::{group_id, leave_answer, leave_request};
 use crate::metadata::BrokerInfo;
 
 /// The states a consumer group can be in, as brokers name them (the last two belong to the
@@ -183,6 +183,31 @@ impl Admin {
                 (tp.clone(), result)
             })
             .collect())
+    }
+
+    /// Removes a member from its group, as LeaveGroup from the member itself would: by member
+    /// id (and instance id, for a static member; Kafka's `removeMembersFromConsumerGroup` does
+    /// the same by instance id alone). For a member that is gone without leaving (its process
+    /// killed), whose group would otherwise wait out the session timeout before it can be
+    /// deleted. UNKNOWN_MEMBER_ID means it has left meanwhile: that is no error.
+    pub async fn remove_group_member(&self, group: &str, member: &MemberDescription) -> Result<()> {
+        let coordinator = Coordinator::sharing(self.client(), group);
+        let instance = member.group_instance_id.as_deref();
+        let attempt = || async {
+            let build =
+                |v| leave_request(group, &member.member_id, instance, "removed by an admin", v);
+            let resp = coordinator.call(build, None).await?;
+            match leave_answer(resp) {
+                Ok(()) => Ok(()),
+                Err(e) if e.is(ResponseError::UnknownMemberId) => Ok(()),
+                Err(e) => {
+                    // A coordinator that moved is forgotten, so the retry asks for the new one.
+                    let _ = coordinator.check(e.code);
+                    Err(e.into())
+                }
+            }
+        };
+        self.retrying("LeaveGroup", attempt).await
     }
 
     /// Deletes groups (only Empty ones can go: NON_EMPTY_GROUP otherwise), one answer each.

@@ -86,8 +86,16 @@ pub fn explain(err: &Error) -> String {
              {topic} --partitions N`"
         ),
         Error::Server(s) => server(s),
+        // A broker that leaves an API out (some Kafka-protocol brokers offer no
+        // CreatePartitions, say) is not too old: it cannot do this, whatever its version.
+        Error::Protocol(client::ProtocolError::UnsupportedVersion {
+            api, broker: None, ..
+        }) => format!(
+            "the broker does not offer the {api} API (it is not in its ApiVersions answer): \
+             this cluster cannot do what the command asks"
+        ),
         Error::Protocol(client::ProtocolError::UnsupportedVersion { .. }) => {
-            format!("{err}: this client needs Kafka 2.1 or newer")
+            format!("{err}: this client speaks the versions of Kafka 2.1 and newer")
         }
         other => other.to_string(),
     }
@@ -175,6 +183,32 @@ mod tests {
         assert_eq!(
             explain(&Error::Server(ServerError::new(87))),
             "INVALID_RECORD (87)"
+        );
+    }
+
+    #[test]
+    fn a_missing_api_is_named_not_blamed_on_the_version() {
+        let missing = Error::Protocol(client::ProtocolError::UnsupportedVersion {
+            api: "CreatePartitions",
+            broker: None,
+            client: (0, 3),
+        });
+        let line = explain(&missing);
+        assert_eq!(
+            line,
+            "the broker does not offer the CreatePartitions API (it is not in its ApiVersions \
+             answer): this cluster cannot do what the command asks"
+        );
+        assert!(!line.contains("Kafka 2.1"), "{line}");
+        let old = Error::Protocol(client::ProtocolError::UnsupportedVersion {
+            api: "Fetch",
+            broker: Some((0, 3)),
+            client: (4, 12),
+        });
+        assert_eq!(
+            explain(&old),
+            "Fetch: the broker speaks versions 0..=3, this client 4..=12: this client speaks the \
+             versions of Kafka 2.1 and newer"
         );
     }
 }

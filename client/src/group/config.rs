@@ -29,7 +29,9 @@ pub struct GroupConfig {
     pub auto_commit_interval: Duration,
     /// `partition.assignment.strategy`, in order of preference.
     pub assignors: Vec<Arc<dyn Assignor>>,
-    /// `allow.auto.create.topics`: subscribing asks the broker to create missing topics.
+    /// `allow.auto.create.topics`: subscribing asks the broker to create missing topics. Off by
+    /// default, as in librdkafka (Java's consumer defaults to on): a consumer whose topic was
+    /// just deleted would otherwise bring it back, with the broker's default partition count.
     pub allow_auto_create_topics: bool,
     /// Fetch sizes, waits and `auto.offset.reset`, for partitions with no committed offset.
     pub consumer: ConsumerConfig,
@@ -53,7 +55,7 @@ impl GroupConfig {
                 Arc::new(assignor::range::RangeAssignor),
                 Arc::new(assignor::sticky::CooperativeStickyAssignor),
             ],
-            allow_auto_create_topics: true,
+            allow_auto_create_topics: false,
             consumer: ConsumerConfig::default(),
         }
     }

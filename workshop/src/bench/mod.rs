@@ -243,6 +243,7 @@ fn summary(lines: usize, met: usize, missed: usize) -> LabReport {
         shown: true,
         figures: serde_json::json!({"lines": lines, "goals_met": met, "goals_missed": missed}),
         measured: serde_json::json!({}),
+        skipped: Vec::new(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The checks a verdict rests on, the same in every lab: each has a short name, whether it
 //! held, and the figure it was judged on. The phenomenon is shown only when every check held
-//! (and there was at least one); the verdict line names the ones that did not.
+//! (and there was at least one); the verdict line names the ones that did not. A check whose
+//! phase could not run on the cluster is skipped: the verdict covers the checks that ran.
 
 use super::events::Check;
 
@@ -18,13 +19,26 @@ impl Checks {
             name: name.into(),
             ok,
             detail: detail.into(),
+            skipped: false,
         });
         ok
     }
 
-    /// Whether every check held, and there was at least one.
+    /// Records a check that could not be made, and why (`this cluster does not offer
+    /// CreatePartitions`).
+    pub fn skip(&mut self, name: &str, reason: impl Into<String>) {
+        self.0.push(Check {
+            name: name.into(),
+            ok: false,
+            detail: reason.into(),
+            skipped: true,
+        });
+    }
+
+    /// Whether every check that ran held, and at least one ran.
     pub fn shown(&self) -> bool {
-        !self.0.is_empty() && self.0.iter().all(|c| c.ok)
+        let mut ran = self.0.iter().filter(|c| !c.skipped).peekable();
+        ran.peek().is_some() && ran.all(|c| c.ok)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Check> {
@@ -33,7 +47,15 @@ impl Checks {
 
     /// The names of the checks that did not hold.
     pub fn failed(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().filter(|c| !c.ok).map(|c| c.name.as_str())
+        self.0
+            .iter()
+            .filter(|c| !c.ok && !c.skipped)
+            .map(|c| c.name.as_str())
+    }
+
+    /// The names of the checks that were skipped.
+    pub fn skipped(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().filter(|c| c.skipped).map(|c| c.name.as_str())
     }
 }
 
@@ -50,5 +72,19 @@ mod tests {
         assert!(!checks.check("spread", false, "1.9x"));
         assert!(!checks.shown());
         assert_eq!(checks.failed().collect::<Vec<_>>(), ["spread"]);
+    }
+
+    #[test]
+    fn a_skipped_check_neither_passes_nor_fails() {
+        let mut checks = Checks::new();
+        checks.skip("increase", "this cluster does not offer CreatePartitions");
+        assert!(!checks.shown(), "nothing ran, nothing shown");
+        checks.check("fix", true, "0 violations");
+        assert!(checks.shown(), "the verdict covers what ran");
+        assert_eq!(checks.failed().count(), 0);
+        assert_eq!(checks.skipped().collect::<Vec<_>>(), ["increase"]);
+        checks.check("other", false, "1");
+        assert!(!checks.shown());
+        assert_eq!(checks.failed().collect::<Vec<_>>(), ["other"]);
     }
 }

@@ -27,6 +27,9 @@ pub enum Event {
     },
     /// What the room should predict before the answer comes.
     Question { phase: usize, text: String },
+    /// The phase cannot run on this cluster (it lacks an API the phase needs): why. It asks
+    /// no question, and its checks are skipped, neither passed nor failed.
+    Skipped { phase: usize, reason: String },
     /// The lab waits at its gate (`--step`) until something releases it.
     Waiting { pause: Pause },
     /// The answer to the phase's question begins: what follows, up to the next phase, is it.
@@ -64,12 +67,14 @@ pub enum Event {
     },
     /// One of the checks the verdict rests on.
     Check { check: Check },
-    /// Whether the expected phenomenon appeared, the exit code, and the checks that failed.
+    /// Whether the expected phenomenon appeared, the exit code, the checks that failed, and
+    /// those skipped (the verdict covers the phases that ran).
     Verdict {
         shown: bool,
         expected: String,
         exit_code: u8,
         failed: Vec<String>,
+        skipped: Vec<String>,
     },
 }
 
@@ -132,12 +137,14 @@ pub struct Violation {
 }
 
 /// A check of the verdict: a short name (the verdict line lists the failed ones), whether it
-/// held, and what was measured.
+/// held, and what was measured; or, when its phase could not run, why (`skipped`, and `ok` is
+/// false but means nothing).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     pub name: String,
     pub ok: bool,
     pub detail: String,
+    pub skipped: bool,
 }
 
 /// A view of the stream. It is called on the lab's thread, in order, one event at a time; a

@@ -47,6 +47,19 @@ pub struct LabReport {
     pub figures: serde_json::Value,
     /// Wall-clock durations and timings: they vary from run to run (`{}` when a lab has none).
     pub measured: serde_json::Value,
+    /// Phases the cluster could not run (it lacks an API they need), and why; the verdict
+    /// covers the others. Left out of the JSON when every phase ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedPhase>,
+}
+
+/// A phase that could not run on the lab's cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedPhase {
+    /// The phase's title.
+    pub phase: String,
+    /// `this cluster does not offer CreatePartitions`.
+    pub reason: String,
 }
 
 impl LabReport {
@@ -65,6 +78,7 @@ impl LabReport {
             shown,
             figures,
             measured: serde_json::json!({}),
+            skipped: Vec::new(),
         })
     }
 
@@ -74,6 +88,13 @@ impl LabReport {
         self.measured = serde_json::to_value(measured)
             .map_err(|e| LabError::Internal(format!("cannot encode the timings: {e}")))?;
         Ok(self)
+    }
+
+    /// The same, with the phases that did not run (the verdict, `shown`, already leaves their
+    /// checks out).
+    pub fn skipping(mut self, skipped: Vec<SkippedPhase>) -> Self {
+        self.skipped = skipped;
+        self
     }
 
     /// The exit code of the verdict: 0 when the phenomenon appeared, 1 when it did not.
@@ -155,6 +176,15 @@ mod tests {
         assert_eq!(untimed.measured, serde_json::json!({}));
         assert_eq!(report.exit_code(), 1);
         assert!(!report.to_json().contains('\n'));
+        let skipping = report.skipping(vec![SkippedPhase {
+            phase: "grow".into(),
+            reason: "this cluster does not offer CreatePartitions".into(),
+        }]);
+        let value: serde_json::Value = serde_json::from_str(&skipping.to_json()).unwrap();
+        assert_eq!(
+            value["skipped"],
+            serde_json::json!([{"phase": "grow", "reason": "this cluster does not offer CreatePartitions"}])
+        );
     }
 
     #[test]

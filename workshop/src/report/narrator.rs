@@ -109,6 +109,23 @@ impl Narrator {
         });
     }
 
+    /// Opens a phase that cannot run on this cluster, and says why; it asks no question.
+    pub fn skip(&mut self, phase: Phase<'_>, reason: &str) {
+        if self.phase > 0 {
+            self.pause(Pause::Next);
+        }
+        self.phase += 1;
+        self.emit(Event::Phase {
+            number: self.phase,
+            title: phase.title.into(),
+            about: phase.about.into(),
+        });
+        self.emit(Event::Skipped {
+            phase: self.phase,
+            reason: reason.into(),
+        });
+    }
+
     /// The answer to the phase's question begins: under `--step`, once the gate lets it.
     pub fn answer(&mut self) {
         self.pause(Pause::Answer);
@@ -192,6 +209,7 @@ impl Narrator {
             expected: report.expected.clone(),
             exit_code: report.exit_code(),
             failed: checks.failed().map(str::to_string).collect(),
+            skipped: checks.skipped().map(str::to_string).collect(),
         });
     }
 
@@ -233,6 +251,17 @@ impl Progress {
 
     /// Takes the bar off the screen.
     pub fn finish(self) {}
+
+    /// Where the step is, for an error line: `sending payments, 15 of 200 done`.
+    pub fn status(&self) -> String {
+        let label = self
+            .label
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let done = self.done.load(Ordering::Relaxed);
+        format!("{label}, {done} of {} done", self.total)
+    }
 
     fn report(&self) {
         let label = self
@@ -311,6 +340,7 @@ mod tests {
             shown: checks.shown(),
             figures: serde_json::Value::Null,
             measured: serde_json::Value::Null,
+            skipped: Vec::new(),
         };
         n.verdict(&report, &checks);
     }

@@ -170,6 +170,9 @@ impl Terminal {
                 lines.extend(wrap(about, "  ", "  ", width));
             }
             Event::Question { text, .. } => lines.extend(self.labelled("Predict: ", text, PREDICT)),
+            Event::Skipped { reason, .. } => {
+                lines.extend(self.labelled("Skipped: ", &format!("{reason}."), BAD));
+            }
             Event::Waiting { pause } => {
                 let prompt = match pause {
                     Pause::Answer => "  (press Enter for the answer)",
@@ -225,6 +228,7 @@ impl Terminal {
                 expected,
                 exit_code,
                 failed,
+                skipped,
             } => {
                 lines.push(String::new());
                 let (word, style) = if *shown {
@@ -235,6 +239,12 @@ impl Terminal {
                 let mut line = format!("Verdict: {word} (exit code {exit_code})");
                 if !failed.is_empty() {
                     line.push_str(&format!(", failed: {}", failed.join("; ")));
+                }
+                if !skipped.is_empty() {
+                    line.push_str(&format!(
+                        ", for the phases that ran (skipped: {})",
+                        skipped.join("; ")
+                    ));
                 }
                 line.push_str(&format!(". Expected: {expected}"));
                 let mut wrapped = wrap(&line, "", "  ", width);
@@ -308,10 +318,10 @@ impl Terminal {
     }
 
     fn check(&self, check: &Check) -> Vec<String> {
-        let (mark, style) = if check.ok {
-            ("ok:", GOOD)
-        } else {
-            ("NOT:", BAD)
+        let (mark, style) = match (check.skipped, check.ok) {
+            (true, _) => ("skipped:", DIM),
+            (false, true) => ("ok:", GOOD),
+            (false, false) => ("NOT:", BAD),
         };
         let first = format!("  - {mark} ");
         let mut lines = wrap(&check.detail, &first, "    ", self.options.width);
@@ -519,11 +529,29 @@ mod tests {
                         .into(),
                 }],
             },
+            Event::Phase {
+                number: 2,
+                title: "grow".into(),
+                about: String::new(),
+            },
+            Event::Skipped {
+                phase: 2,
+                reason: "this cluster does not offer CreatePartitions".into(),
+            },
             Event::Check {
                 check: Check {
                     name: "it happened".into(),
                     ok: false,
                     detail: "0 times".into(),
+                    skipped: false,
+                },
+            },
+            Event::Check {
+                check: Check {
+                    name: "it grew".into(),
+                    ok: false,
+                    detail: "this cluster does not offer CreatePartitions".into(),
+                    skipped: true,
                 },
             },
             Event::Verdict {
@@ -531,6 +559,7 @@ mod tests {
                 expected: "something happens".into(),
                 exit_code: 1,
                 failed: vec!["it happened".into()],
+                skipped: vec!["it grew".into()],
             },
         ]
     }
@@ -547,7 +576,10 @@ mod tests {
             "    scheme   moved\n    mod-n   80.1 %\n",
             "    round  25 ERROR aggregate not found:",
             "  - NOT: 0 times",
-            "Verdict: NOT SHOWN (exit code 1),\n  failed: it happened.",
+            "── 2. grow",
+            "Skipped: this cluster does not offer\n  CreatePartitions.\n",
+            "  - skipped: this cluster does not offer\n    CreatePartitions",
+            "Verdict: NOT SHOWN (exit code 1),\n  failed: it happened, for the phases\n  that ran (skipped: it grew).",
         ] {
             assert!(
                 text.contains(expected),

@@ -65,10 +65,11 @@ impl Lab for HotTenant {
             Mode::Steps => {
                 ctx.narrator.intro(Self::NAME, steps::EXPECTED);
                 let rt = runtime()?;
-                let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
+                let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
                 ctx.narrator
                     .say(&format!("Running against {}.", cluster.describe()));
-                let outcome = rt.block_on(steps::run(&cluster, &mut ctx.narrator));
+                let outcome =
+                    rt.block_on(cluster.until_stopped(steps::run(&cluster, &mut ctx.narrator)));
                 rt.block_on(cluster.close());
                 let (figures, checks) = outcome?;
                 report(ctx, steps::EXPECTED.to_string(), &figures, None, checks)
@@ -77,8 +78,9 @@ impl Lab for HotTenant {
                 let expected = timed::expected(&plan);
                 ctx.narrator.intro(Self::NAME, &expected);
                 let rt = runtime()?;
-                let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
-                let outcome = rt.block_on(timed::run(&cluster, &mut ctx.narrator, plan, ctx.seed));
+                let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
+                let timed = timed::run(&cluster, &mut ctx.narrator, plan, ctx.seed);
+                let outcome = rt.block_on(cluster.until_stopped(timed));
                 rt.block_on(cluster.close());
                 let (figures, measured, checks) = outcome?;
                 report(ctx, expected, &figures, Some(&measured), checks)

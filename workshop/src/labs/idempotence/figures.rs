@@ -35,7 +35,8 @@ pub struct PartitionRow {
 pub struct PerPartition {
     pub without_idempotence: Vec<PartitionRow>,
     pub with_idempotence: Vec<PartitionRow>,
-    pub after_partition_change: Vec<PartitionRow>,
+    /// Null when phase 3 was skipped.
+    pub after_partition_change: Option<Vec<PartitionRow>>,
     pub after_producer_restart: Vec<PartitionRow>,
 }
 
@@ -55,13 +56,9 @@ pub struct Figures {
     /// the client-side loss above is the failure every target can show.
     pub broker_side_acks_dropped: Option<u64>,
     pub broker_side_duplicates: Option<u64>,
-    pub partitions_after_change: i32,
-    pub resends_after_partition_change: u64,
-    /// The orders re-sent after the change, chosen by the seed (their keys are their ids).
-    pub resent_orders: Vec<String>,
-    pub duplicates_after_partition_change: u64,
-    /// Re-sent orders whose copies sit in two partitions.
-    pub duplicates_in_another_partition: u64,
+    /// Phase 3's figures, left out when the cluster cannot change a partition count.
+    #[serde(flatten)]
+    pub partition_change: Option<PartitionChange>,
     pub producer_restarts: u64,
     /// Distinct producer ids the relay's instances got.
     pub producer_ids_after_restarts: u64,
@@ -76,6 +73,18 @@ pub struct Figures {
     pub per_partition: PerPartition,
 }
 
+/// What phase 3 measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionChange {
+    pub partitions_after_change: i32,
+    pub resends_after_partition_change: u64,
+    /// The orders re-sent after the change, chosen by the seed (their keys are their ids).
+    pub resent_orders: Vec<String>,
+    pub duplicates_after_partition_change: u64,
+    /// Re-sent orders whose copies sit in two partitions.
+    pub duplicates_in_another_partition: u64,
+}
+
 /// Everything the phases measured.
 pub struct Runs {
     pub seed: u64,
@@ -83,7 +92,9 @@ pub struct Runs {
     pub idempotent: LossRun,
     /// Phase 2 again with the embedded broker dropping the answers; `None` under --bootstrap.
     pub broker_side: Option<LossRun>,
-    pub resize: ResizeRun,
+    pub partitions: i32,
+    /// Phase 3, or why the cluster could not run it.
+    pub resize: Result<ResizeRun, String>,
     pub restart: RestartRun,
     pub unfenced: ZombieRun,
     pub fenced: ZombieRun,
@@ -101,18 +112,20 @@ impl Figures {
         Figures {
             seed: runs.seed,
             records_sent: runs.plain.sent.len() as u64,
-            partitions: runs.resize.before,
+            partitions: runs.partitions,
             acks_lost: runs.plain.acks_lost,
             duplicates_without_idempotence: runs.plain.log.duplicates(),
             acks_lost_with_idempotence: runs.idempotent.acks_lost,
             duplicates_with_idempotence: runs.idempotent.log.duplicates(),
             broker_side_acks_dropped: runs.broker_side.as_ref().map(|r| r.acks_lost),
             broker_side_duplicates: runs.broker_side.as_ref().map(|r| r.log.duplicates()),
-            partitions_after_change: runs.resize.after,
-            resends_after_partition_change: runs.resize.resent.len() as u64,
-            resent_orders: runs.resize.resent.iter().map(|r| r.id.clone()).collect(),
-            duplicates_after_partition_change: runs.resize.log.duplicates(),
-            duplicates_in_another_partition: runs.resize.log.split_ids(),
+            partition_change: runs.resize.as_ref().ok().map(|resize| PartitionChange {
+                partitions_after_change: resize.after,
+                resends_after_partition_change: resize.resent.len() as u64,
+                resent_orders: resize.resent.iter().map(|r| r.id.clone()).collect(),
+                duplicates_after_partition_change: resize.log.duplicates(),
+                duplicates_in_another_partition: resize.log.split_ids(),
+            }),
             producer_restarts: restarts,
             producer_ids_after_restarts: ids.len() as u64,
             duplicates_after_producer_restart: runs.restart.log.duplicates(),
@@ -125,7 +138,7 @@ impl Figures {
             per_partition: PerPartition {
                 without_idempotence: loss_rows(&runs.plain),
                 with_idempotence: loss_rows(&runs.idempotent),
-                after_partition_change: resize_rows(&runs.resize),
+                after_partition_change: runs.resize.as_ref().ok().map(resize_rows),
                 after_producer_restart: restart_rows(&runs.restart),
             },
         }
@@ -208,7 +221,9 @@ pub fn restart_rows(run: &RestartRun) -> Vec<PartitionRow> {
 /// Each failure must have been caused and measured, and each fix must have removed it while
 /// facing the same failure: a run without lost acknowledgements, a partition change that moved
 /// nothing, or a zombie nobody fenced is not shown.
-pub fn verdict(f: &Figures) -> Checks {
+///
+/// `skipped_resize` says why phase 3 did not run, when it did not: its check is skipped.
+pub fn verdict(f: &Figures, skipped_resize: Option<&str>) -> Checks {
     let mut checks = Checks::new();
     checks.check(
         "duplicates without idempotence",
@@ -226,17 +241,29 @@ pub fn verdict(f: &Figures) -> Checks {
             f.acks_lost_with_idempotence, f.duplicates_with_idempotence
         ),
     );
-    checks.check(
-        "duplicates after the partition change",
-        f.duplicates_after_partition_change > 0 && f.duplicates_in_another_partition > 0,
-        format!(
-            "after {} -> {} partitions: {} duplicates, {} of them in another partition than their first copy (both must be above 0)",
-            f.partitions,
-            f.partitions_after_change,
-            f.duplicates_after_partition_change,
-            f.duplicates_in_another_partition
+    const PARTITION_CHANGE: &str = "duplicates after the partition change";
+    match (&f.partition_change, skipped_resize) {
+        (Some(c), _) => {
+            checks.check(
+                PARTITION_CHANGE,
+                c.duplicates_after_partition_change > 0 && c.duplicates_in_another_partition > 0,
+                format!(
+                    "after {} -> {} partitions: {} duplicates, {} of them in another partition than their first copy (both must be above 0)",
+                    f.partitions,
+                    c.partitions_after_change,
+                    c.duplicates_after_partition_change,
+                    c.duplicates_in_another_partition
+                ),
+            );
+        }
+        (None, reason) => checks.skip(
+            PARTITION_CHANGE,
+            format!(
+                "the partition change was not made: {}",
+                reason.unwrap_or("its phase did not run")
+            ),
         ),
-    );
+    }
     checks.check(
         "duplicates after restarts",
         f.duplicates_after_producer_restart > 0

@@ -25,12 +25,12 @@ mod zombie;
 
 use std::time::Duration;
 
-use client::{AckLoss, ProducerConfig, RetryPolicy};
+use client::{AckLoss, ApiKey, ProducerConfig, RetryPolicy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::lab::{Lab, LabContext, LabError};
-use crate::report::LabReport;
+use crate::report::{LabReport, SkippedPhase};
 use crate::target::{self, Cluster};
 use figures::{Figures, Runs};
 pub use plan::IdempotenceArgs;
@@ -53,16 +53,27 @@ impl Lab for Idempotence {
     fn run(args: &IdempotenceArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {
         let plan = Plan::new(args)?;
         let runtime = target::runtime()?;
-        let cluster = runtime.block_on(Cluster::open(&ctx.target, Self::NAME))?;
-        let runs = runtime.block_on(phases(&cluster, &plan, ctx));
+        let cluster = runtime.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
+        let runs = runtime.block_on(cluster.until_stopped(phases(&cluster, &plan, ctx)));
         // Cleanup happens whatever the phases did, so a failed run leaves nothing on a cluster.
         runtime.block_on(cluster.close());
         let runs = runs?;
         let figures = Figures::new(&runs);
-        let checks = figures::verdict(&figures);
+        let skipped: Vec<SkippedPhase> = runs
+            .resize
+            .as_ref()
+            .err()
+            .map(|reason| SkippedPhase {
+                phase: story::RESIZE_TITLE.to_string(),
+                reason: reason.clone(),
+            })
+            .into_iter()
+            .collect();
+        let checks = figures::verdict(&figures, runs.resize.as_ref().err().map(String::as_str));
         let n = &mut ctx.narrator;
         n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, EXPECTED.to_string(), checks.shown(), &figures)?;
+        let report = LabReport::new(Self::NAME, EXPECTED.to_string(), checks.shown(), &figures)?
+            .skipping(skipped);
         n.verdict(&report, &checks);
         Ok(report)
     }
@@ -96,12 +107,20 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     story::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
     story::broker_side(n, plan, broker_side.as_ref());
 
-    story::resize_opening(n, plan, &cluster.name("orders"));
-    let progress = n.progress(records, "sending orders");
-    let resize = resize::run(cluster, plan, &mut rng, &progress).await;
-    progress.finish();
-    let resize = resize?;
-    story::resize_evidence(n, &resize, &figures::resize_rows(&resize));
+    let lacking = cluster.lacks(ApiKey::CreatePartitions).await?;
+    story::resize_opening(n, plan, &cluster.name("orders"), lacking.as_deref());
+    let chosen = resize::choose_resends(plan, &mut rng);
+    let resize = match lacking {
+        Some(reason) => Err(reason),
+        None => {
+            let progress = n.progress(records, "sending orders");
+            let resize = resize::run(cluster, plan, chosen, &progress).await;
+            progress.finish();
+            let resize = resize?;
+            story::resize_evidence(n, &resize, &figures::resize_rows(&resize));
+            Ok(resize)
+        }
+    };
 
     story::restart_opening(n, plan, &cluster.name("events"));
     let progress = n.progress(records, "relaying events");
@@ -117,6 +136,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
 
     Ok(Runs {
         seed: ctx.seed,
+        partitions: plan.partitions,
         plain,
         idempotent,
         broker_side,

@@ -30,7 +30,6 @@ impl Resend {
 
 #[derive(Debug, Clone)]
 pub struct ResizeRun {
-    pub before: i32,
     pub after: i32,
     pub resent: Vec<Resend>,
     pub log: LogCount,
@@ -40,10 +39,21 @@ pub fn order_id(i: u32) -> String {
     format!("order-{i:04}")
 }
 
+/// The orders the application re-sends, drawn from the seed. A run that skips the phase
+/// draws them all the same, so the later phases see the seed's same choices.
+pub fn choose_resends(plan: &Plan, rng: &mut ChaCha8Rng) -> Vec<u32> {
+    let mut chosen: Vec<u32> = sample(rng, plan.records as usize, plan.resends as usize)
+        .into_iter()
+        .map(|i| i as u32)
+        .collect();
+    chosen.sort_unstable();
+    chosen
+}
+
 pub async fn run(
     cluster: &Cluster,
     plan: &Plan,
-    rng: &mut ChaCha8Rng,
+    chosen: Vec<u32>,
     progress: &Progress,
 ) -> Result<ResizeRun, LabError> {
     let (before, after) = (plan.partitions, plan.partitions * 2);
@@ -77,11 +87,6 @@ pub async fn run(
                 .map_err(|e| send_error(&format!("re-sending {id}"), &e))
         }
     };
-    let mut chosen: Vec<u32> = sample(rng, plan.records as usize, plan.resends as usize)
-        .into_iter()
-        .map(|i| i as u32)
-        .collect();
-    chosen.sort_unstable();
     let mut resent = Vec::with_capacity(chosen.len());
     for i in chosen {
         let again = send(i).await?;
@@ -93,10 +98,5 @@ pub async fn run(
     }
     producer.close().await;
     let log = LogCount::of(&cluster.read_topic(&topic).await?);
-    Ok(ResizeRun {
-        before,
-        after,
-        resent,
-        log,
-    })
+    Ok(ResizeRun { after, resent, log })
 }

@@ -3,12 +3,16 @@
 
 use super::copies::place;
 use super::figures::{Figures, PartitionRow};
-use super::lost_acks::LossRun;
+use super::lost_acks::{LossRun, Sent};
 use super::plan::Plan;
 use super::resize::ResizeRun;
 use super::restart::RestartRun;
 use super::zombie::{Refusal, ZombieRun, DEBIT, DEPOSIT, OPENING};
+use client::LostAck;
+
 use crate::report::{self, Align, Narrator, Phase, Summary, Table};
+
+pub const RESIZE_TITLE: &str = "Where it ends (1): the partition count changes";
 
 /// Lines of per-record evidence shown before "... and N more".
 const SHOWN: usize = 6;
@@ -57,17 +61,21 @@ pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]
             -1 => "-".to_string(),
             s => s.to_string(),
         };
-        let outcome = if sent.offset == lost.base_offset {
-            "recognised: the original offset"
-        } else {
-            "appended again"
+        let (got, outcome) = match Retry::of(sent, lost) {
+            Retry::OriginalOffset => (
+                format!("offset {}", sent.offset),
+                "recognised: the original offset",
+            ),
+            // Recognised, in the broker's words, which give no offset (explained below).
+            Retry::AlreadyAppended => ("no offset".to_string(), "DUPLICATE_SEQUENCE_NUMBER"),
+            Retry::Appended => (format!("offset {}", sent.offset), "appended again"),
         };
         table.row([
             sent.id.clone(),
             sent.partition.to_string(),
             sequence,
             format!("offset {}", lost.base_offset),
-            format!("offset {}", sent.offset),
+            got,
             outcome.to_string(),
         ]);
         shown += 1;
@@ -95,9 +103,10 @@ pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]
             });
             format!(
                 "Each retry carried the producer id{who} and the sequence of the batch the broker \
-                 already had, so it got the original offset back. That is the whole mechanism: \
-                 deduplication by (producer id, epoch, sequence), per partition, of the producer's own \
-                 retries. The next three phases change one term each."
+                 already had, so {}. That is the whole mechanism: deduplication by (producer id, \
+                 epoch, sequence), per partition, of the producer's own retries. The next three \
+                 phases change one term each.",
+                recognised(run)
             )
         }
         (lost, dups) if lost == dups => {
@@ -113,6 +122,51 @@ pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]
         ),
     };
     n.say(&format!("{counts} {meaning}"));
+}
+
+/// How the broker answered the retry of a batch whose acknowledgement was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// The offset the lost acknowledgement had said: recognised, and told where it is.
+    OriginalOffset,
+    /// DUPLICATE_SEQUENCE_NUMBER, which the producer takes as success with offset -1: Kafka's
+    /// valid answer to a retry it recognises but whose offset it no longer has at hand.
+    AlreadyAppended,
+    /// Another offset: written a second time.
+    Appended,
+}
+
+impl Retry {
+    fn of(sent: &Sent, lost: &LostAck) -> Self {
+        match sent.offset {
+            offset if offset == lost.base_offset => Retry::OriginalOffset,
+            -1 => Retry::AlreadyAppended,
+            _ => Retry::Appended,
+        }
+    }
+}
+
+/// What the retries of an idempotent run got, when none was appended again: the original
+/// offsets, DUPLICATE_SEQUENCE_NUMBER, or some of each, as the broker answered.
+fn recognised(run: &LossRun) -> String {
+    let retries = run
+        .sent
+        .iter()
+        .flat_map(|s| s.lost.iter().map(move |l| Retry::of(s, l)));
+    let original = retries
+        .clone()
+        .filter(|r| *r == Retry::OriginalOffset)
+        .count();
+    let already = retries.filter(|r| *r == Retry::AlreadyAppended).count();
+    const DUPLICATE: &str = "DUPLICATE_SEQUENCE_NUMBER (already appended; it gives no offset, and \
+                             the producer reports -1)";
+    match (original, already) {
+        (_, 0) => "it got the original offset back".to_string(),
+        (0, _) => format!("the broker answered each one with {DUPLICATE}"),
+        (original, already) => {
+            format!("{original} got the original offset back and {already} the answer {DUPLICATE}")
+        }
+    }
 }
 
 pub fn idempotent_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
@@ -153,7 +207,9 @@ pub fn broker_side(n: &mut Narrator, plan: &Plan, run: Option<&LossRun>) {
     }
 }
 
-pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
+/// Phase 3's opening; `lacking` says why the cluster cannot run it (the phase is then shown
+/// as skipped, with no question).
+pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str, lacking: Option<&str>) {
     let about = format!(
         "{} orders, keyed by order id, go through an idempotent producer to `{topic}` ({} partitions). \
          Then an operator raises the partition count to {} (a real CreatePartitions). After an incident \
@@ -165,11 +221,15 @@ pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
         plan.resends,
         plan.partitions * 2
     );
-    n.phase(Phase {
-        title: "Where it ends (1): the partition count changes",
+    let phase = Phase {
+        title: RESIZE_TITLE,
         about: &about,
         predict: "how many re-sent orders does the broker recognise? How many land in another partition than their first copy?",
-    });
+    };
+    match lacking {
+        Some(reason) => n.skip(phase, reason),
+        None => n.phase(phase),
+    }
 }
 
 pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow]) {
@@ -431,14 +491,17 @@ pub fn summary(f: &Figures) -> Summary {
                 "{} lost acknowledgements gave {} duplicate payments without idempotence and {} with it.",
                 f.acks_lost, f.duplicates_without_idempotence, f.duplicates_with_idempotence
             ),
-            format!(
-                "After {} -> {} partitions, {} re-sent orders were {} duplicates, {} of them in another partition than their first copy.",
-                f.partitions,
-                f.partitions_after_change,
-                f.resends_after_partition_change,
-                f.duplicates_after_partition_change,
-                f.duplicates_in_another_partition
-            ),
+            match &f.partition_change {
+                Some(c) => format!(
+                    "After {} -> {} partitions, {} re-sent orders were {} duplicates, {} of them in another partition than their first copy.",
+                    f.partitions,
+                    c.partitions_after_change,
+                    c.resends_after_partition_change,
+                    c.duplicates_after_partition_change,
+                    c.duplicates_in_another_partition
+                ),
+                None => "The partition count was not changed: this cluster could not.".to_string(),
+            },
             format!(
                 "{} producer restarts gave {} producer ids and {} duplicates.",
                 f.producer_restarts, f.producer_ids_after_restarts, f.duplicates_after_producer_restart
@@ -489,4 +552,78 @@ fn partition_table(n: &mut Narrator, rows: &[PartitionRow], columns: &[Column]) 
         table.row(cells);
     }
     n.table(&table);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::copies::LogCount;
+    use super::*;
+    use crate::report::{Recorder, Terminal, TerminalOptions};
+
+    fn lost(base_offset: i64) -> LostAck {
+        LostAck {
+            topic: "payments".into(),
+            partition: 0,
+            base_offset,
+            base_sequence: 7,
+            records: 1,
+        }
+    }
+
+    fn told(run: &LossRun) -> String {
+        let recorder = Recorder::new();
+        let mut n = Narrator::new();
+        n.subscribe(Box::new(recorder.clone()));
+        lost_acks_evidence(&mut n, run, &[]);
+        let text = Terminal::render(&recorder.events(), TerminalOptions::plain(100));
+        // Words only, so that wrapping and column widths do not matter.
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// A broker may answer a retry it recognises with DUPLICATE_SEQUENCE_NUMBER and no offset
+    /// (Kafka does, for a batch older than the last five): the narration says so, rather than
+    /// "appended again" or "the original offset".
+    #[test]
+    fn a_retry_answered_with_duplicate_sequence_number_is_told_as_such() {
+        let sent = |id: &str, offset: i64, lost_at: i64| Sent {
+            id: id.into(),
+            partition: 0,
+            offset,
+            lost: vec![lost(lost_at)],
+        };
+        let mut run = LossRun {
+            idempotent: true,
+            producer: None,
+            sent: vec![sent("payment-0000", -1, 4)],
+            acks_lost: 1,
+            log: LogCount::default(),
+        };
+        let text = told(&run);
+        assert!(
+            text.contains(
+                "payment-0000 0 7 offset 4 no offset DUPLICATE_SEQUENCE_NUMBER 0 records"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("so the broker answered each one with DUPLICATE_SEQUENCE_NUMBER"),
+            "{text}"
+        );
+        assert!(!text.contains("appended again"), "{text}");
+        assert!(!text.contains("original offset back"), "{text}");
+
+        run.sent.push(sent("payment-0001", 9, 9));
+        run.acks_lost = 2;
+        let text = told(&run);
+        assert!(
+            text.contains("payment-0001 0 7 offset 9 offset 9 recognised: the original offset"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "so 1 got the original offset back and 1 the answer DUPLICATE_SEQUENCE_NUMBER"
+            ),
+            "{text}"
+        );
+    }
 }

@@ -50,7 +50,7 @@ impl Lab for Migrate {
         let n = &mut ctx.narrator;
         n.intro(Self::NAME, &expected);
         let rt = runtime()?;
-        let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
+        let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
         n.say(&format!("Running against {}.", cluster.describe()));
         let measured = phases(&rt, &cluster, &plan, ctx.seed, n);
         rt.block_on(cluster.close());
@@ -139,6 +139,8 @@ impl Runner<'_> {
         } else {
             self.users
         };
+        // Runs are synchronous between their requests: a stop is seen between runs.
+        self.cluster.check_stop()?;
         let run = kafka::run(self.rt, self.cluster, self.plan, scenario, commands)?;
         Ok(self.runs.entry(scenario).or_insert(run))
     }

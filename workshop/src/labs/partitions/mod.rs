@@ -69,9 +69,10 @@ impl Lab for Partitions {
         let n = &mut ctx.narrator;
         n.intro(Self::NAME, &expected);
         let rt = runtime()?;
-        let cluster = rt.block_on(Cluster::open(&ctx.target, Self::NAME))?;
+        let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
         n.say(&format!("Running against {}.", cluster.describe()));
-        let measured = rt.block_on(phases(&cluster, &plan, &traffic, ctx.seed, n));
+        let measured =
+            rt.block_on(cluster.until_stopped(phases(&cluster, &plan, &traffic, ctx.seed, n)));
         rt.block_on(cluster.close());
         let figures = measured?;
 

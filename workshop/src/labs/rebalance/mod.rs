@@ -39,6 +39,7 @@ use std::path::Path;
 
 use crate::lab::{Lab, LabContext, LabError, Target};
 use crate::report::{LabReport, Narrator, Progress};
+use crate::stop::Stop;
 use crate::target::Cluster;
 use capture::{Capture, Journals};
 use journal::Clock;
@@ -66,7 +67,7 @@ impl Lab for Rebalance {
         let capture = tracing::Dispatch::new(Capture::new(journals.clone()));
         let progress = n.progress(Kind::ALL.len() as u64, "running the group");
         let ran = tracing::dispatcher::with_default(&capture, || {
-            rt.block_on(run_all(&ctx.target, &plan, &journals, &progress))
+            rt.block_on(run_all(&ctx.target, &ctx.stop, &plan, &journals, &progress))
         });
         progress.finish();
         let (target, outcomes) = ran?;
@@ -78,14 +79,7 @@ impl Lab for Rebalance {
 
         let checks = figures::verdict(&figures);
         n.summary(&story::summary(&figures));
-        let report = LabReport {
-            lab: Self::NAME,
-            expected,
-            shown: checks.shown(),
-            figures: serde_json::to_value(&figures)
-                .map_err(|e| LabError::Internal(format!("cannot encode the figures: {e}")))?,
-            measured: serde_json::json!({}),
-        };
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
         n.verdict(&report, &checks);
         Ok(report)
     }
@@ -108,13 +102,16 @@ fn runtime(target: &Target) -> Result<tokio::runtime::Runtime, LabError> {
 /// Opens the broker, runs the five scenarios, and cleans up whatever happened.
 async fn run_all(
     target: &Target,
+    stop: &Stop,
     plan: &Plan,
     journals: &Journals,
     progress: &Progress,
 ) -> Result<(String, Vec<Outcome>), LabError> {
     let clock = Clock::start();
-    let cluster = Cluster::open(target, Rebalance::NAME).await?;
-    let outcomes = scenarios(&cluster, plan, journals, clock, progress).await;
+    let cluster = Cluster::open(target, stop, Rebalance::NAME).await?;
+    let outcomes = cluster
+        .until_stopped(scenarios(&cluster, plan, journals, clock, progress))
+        .await;
     let described = cluster.describe();
     cluster.close().await;
     Ok((described, outcomes?))

@@ -26,6 +26,7 @@ use super::super::plan::{Timed, TICKS_PER_SECOND};
 use super::super::sketch::SpaceSaving;
 use super::super::traffic::{encode_seq, Mix, Traffic};
 use super::workers::{self, Done, OrderChecker, Shared, Store, Ticks, FAILED};
+use crate::deadline::{Deadline, Work};
 use crate::lab::LabError;
 use crate::report::{thousands, LagRow, Narrator};
 use crate::target::{broker_error, Cluster};
@@ -78,10 +79,30 @@ pub async fn run(
     spec: RunSpec<'_>,
 ) -> Result<RunOutcome, LabError> {
     let plan = spec.plan;
-    let topic = cluster.create_topic(spec.base, plan.partitions).await?;
+    // The whole run under one deadline, derived from its work: on a cluster too slow for it
+    // (members waiting on the traffic clock, then evicted for not polling, rejoining forever)
+    // the lab ends with a line that says which run and where it was.
+    let deadline = Deadline::start(
+        format!("the run on `{}`", spec.base),
+        Work {
+            // Produced, then consumed.
+            records: plan.records * 2,
+            // The group forms, and its members leave.
+            rebalances: 2,
+            // Creating the topic, reading its end offsets, the group's lag.
+            round_trips: 3,
+            waits: Duration::from_secs_f64(plan.seconds()),
+        },
+    );
     let group_name = cluster.group(spec.base);
     let offsets = GroupOffsets::new(cluster.client(), &group_name);
-    let members = join(cluster.client(), &group_name, &topic, plan.partitions).await?;
+    let (topic, members) = deadline
+        .wait("creating its topic and forming its group", async {
+            let topic = cluster.create_topic(spec.base, plan.partitions).await?;
+            let members = join(cluster.client(), &group_name, &topic, plan.partitions).await?;
+            Ok((topic, members))
+        })
+        .await?;
 
     let (clock_tx, clock_rx) = watch::channel(Ticks::new());
     let (done_tx, _) = watch::channel(vec![0; plan.partitions as usize]);
@@ -117,7 +138,12 @@ pub async fn run(
         clock: &clock_tx,
         done: shared.done.subscribe(),
     };
-    let produced = produce(cluster.client(), n, &topic, &spec, channels).await;
+    let produced = deadline
+        .wait(
+            "sending its traffic",
+            produce(cluster.client(), n, &topic, &spec, channels),
+        )
+        .await;
     let (traffic, timeline) = match produced {
         Ok(done) => done,
         Err(e) => {
@@ -145,13 +171,19 @@ pub async fn run(
 
     // Every member has processed the last tick; each leaves once all are done.
     let settling = n.progress(plan.partitions as u64, "members finishing");
-    let mut finished: Vec<GroupConsumer> = Vec::new();
-    while let Some(joined) = workers.join_next().await {
-        let (_, member) =
-            joined.map_err(|e| LabError::Internal(format!("a consumer task failed: {e}")))??;
-        finished.push(member);
-        settling.inc();
-    }
+    // Past the deadline the workers are dropped with their set, which aborts them.
+    let finished = deadline
+        .run(&settling, async {
+            let mut finished: Vec<GroupConsumer> = Vec::new();
+            while let Some(joined) = workers.join_next().await {
+                let (_, member) = joined
+                    .map_err(|e| LabError::Internal(format!("a consumer task failed: {e}")))??;
+                finished.push(member);
+                settling.inc();
+            }
+            Ok(finished)
+        })
+        .await?;
     settling.finish();
     let lag_rows = offsets.lag_rows(&topic, plan.partitions).await?;
     for member in finished {

@@ -176,7 +176,11 @@ mod tests {
         let (tenant, faults) = traffic::tenant(&plan, 5);
         let rt = crate::target::runtime().unwrap();
         let cluster = rt
-            .block_on(Cluster::open(&Target::Embedded, "test"))
+            .block_on(Cluster::open(
+                &Target::Embedded,
+                &crate::stop::Stop::never(),
+                "test",
+            ))
             .unwrap();
         let on_kafka = (|| {
             let users = Commands::produce(&rt, &cluster, "profile-commands", &profiles, vec![])?;

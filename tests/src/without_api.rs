@@ -1,0 +1,140 @@
+//! A Kafka-protocol broker that lacks an API, as other brokers do (tansu offers no
+//! CreatePartitions): a proxy in front of one of ours that leaves the API out of every
+//! ApiVersions answer and, like Kafka with an API key it does not know, closes the connection
+//! of a client that sends it anyway. The broker behind it must advertise the proxy's address
+//! (`advertised_listener`), so that clients never reach the broker directly.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::ApiVersionsResponse;
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::{start_broker, Broker, BrokerConfig};
+
+const API_VERSIONS: i16 = 18;
+
+/// Our broker behind a proxy without API `hidden`; both stop when this is dropped.
+pub struct WithoutApi {
+    pub addr: SocketAddr,
+    pub broker: Broker,
+    proxy: tokio::task::JoinHandle<()>,
+}
+
+impl WithoutApi {
+    /// Starts a broker with `config` (its listener on 127.0.0.1:0) behind a proxy that hides API
+    /// key `hidden`.
+    pub async fn start(config: BrokerConfig, hidden: i16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let broker = start_broker(BrokerConfig {
+            advertised_listener: Some(("127.0.0.1".to_string(), addr.port())),
+            ..config
+        })
+        .await;
+        let upstream = broker.addr();
+        let proxy = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(relay(client, upstream, hidden));
+            }
+        });
+        WithoutApi {
+            addr,
+            broker,
+            proxy,
+        }
+    }
+}
+
+impl Drop for WithoutApi {
+    fn drop(&mut self) {
+        self.proxy.abort();
+    }
+}
+
+/// One client connection: requests go up unchanged (until one uses `hidden`), answers come
+/// back unchanged but those to ApiVersions, which lose `hidden`.
+async fn relay(client: TcpStream, upstream: SocketAddr, hidden: i16) {
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let (mut client_rx, mut client_tx) = client.into_split();
+    let (mut server_rx, mut server_tx) = server.into_split();
+    // Correlation ids of the ApiVersions requests in flight, with their versions.
+    let asked: Arc<Mutex<Vec<(i32, i16)>>> = Arc::default();
+    let requests = {
+        let asked = asked.clone();
+        async move {
+            while let Some(frame) = read(&mut client_rx).await {
+                let mut header = frame.clone();
+                if header.remaining() < 8 {
+                    return;
+                }
+                let (key, version, correlation) =
+                    (header.get_i16(), header.get_i16(), header.get_i32());
+                if key == hidden {
+                    return;
+                }
+                if key == API_VERSIONS {
+                    asked.lock().unwrap().push((correlation, version));
+                }
+                if write(&mut server_tx, &frame).await.is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    let answers = async move {
+        while let Some(frame) = read(&mut server_rx).await {
+            let correlation = frame.clone().get_i32();
+            let version = {
+                let mut asked = asked.lock().unwrap();
+                let at = asked.iter().position(|(c, _)| *c == correlation);
+                at.map(|i| asked.remove(i).1)
+            };
+            let frame = match version {
+                Some(version) => without(frame, version, hidden),
+                None => frame,
+            };
+            if write(&mut client_tx, &frame).await.is_err() {
+                return;
+            }
+        }
+    };
+    // Either side closing ends both: the client sees its connection closed.
+    tokio::select! {
+        () = requests => {}
+        () = answers => {}
+    }
+}
+
+/// An ApiVersions answer (header v0: the correlation id) without `hidden`. An error answer
+/// (UNSUPPORTED_VERSION comes encoded at v0 whatever was asked) passes unchanged.
+fn without(frame: Bytes, version: i16, hidden: i16) -> Bytes {
+    let mut body = frame.slice(4..);
+    if body.clone().get_i16() != 0 {
+        return frame;
+    }
+    let mut answer = ApiVersionsResponse::decode(&mut body, version).unwrap();
+    answer.api_keys.retain(|api| api.api_key != hidden);
+    let mut out = BytesMut::new();
+    out.put_slice(&frame[..4]);
+    answer.encode(&mut out, version).unwrap();
+    out.freeze()
+}
+
+async fn read(from: &mut (impl AsyncReadExt + Unpin)) -> Option<Bytes> {
+    let size = from.read_i32().await.ok()?;
+    let mut frame = vec![0; usize::try_from(size).ok()?];
+    from.read_exact(&mut frame).await.ok()?;
+    Some(frame.into())
+}
+
+async fn write(to: &mut (impl AsyncWriteExt + Unpin), frame: &[u8]) -> std::io::Result<()> {
+    let size = i32::try_from(frame.len()).unwrap_or(i32::MAX);
+    to.write_all(&size.to_be_bytes()).await?;
+    to.write_all(frame).await
+}
