@@ -282,9 +282,9 @@ pub enum Error {
     #[error(
         "commit cannot be completed since the group has already rebalanced and assigned the \
          partitions to another member ({reason}); this means that the time between subsequent \
-         calls to poll() was longer than the configured max.poll.interval, which typically \
+         calls to poll() was longer than the configured max.poll.interval.ms, which typically \
          implies that the poll loop is spending too much time processing messages: increase \
-         max.poll.interval or reduce the batches poll() returns with max.poll.records"
+         max.poll.interval.ms or reduce the batches poll() returns with max.poll.records"
     )]
     CommitFailed { reason: String },
     /// A produce acknowledgement thrown away by the producer's own fault injection

@@ -1,16 +1,16 @@
 //! Lab `hot-tenant` run in-process, as `--json` reports it, in each mode; and once more against
 //! a broker binary started separately (`--bootstrap`), as against a real cluster.
 //!
-//! `--model` and `--steps` are exact: the seeds' figures. The timed run is exact where timing
-//! cannot enter (records per partition, the lag left once every member has used its budget,
-//! Kafka's partitioner) and checked by range or by sign where it can (the detector's counts,
-//! how many records were applied out of order).
+//! `--model` and `--steps` are exact: the seeds' figures. The timed run's figures are a function
+//! of the seed (its traffic-time model fixes arrivals and capacity per tick, see
+//! `timed/workers.rs`): recomputed exactly where the test can (records per partition, the lag
+//! left after the last tick, Kafka's partitioner), and equal run to run everywhere.
 
 mod support;
 
 use protocol::partitioner::partition_for_key;
 use serde_json::{json, Value};
-use support::{run_json, BrokerProcess};
+use support::{assert_figures_follow_the_seed, run_json, BrokerProcess};
 use workshop::LabReport;
 
 fn run(args: &[&str]) -> LabReport {
@@ -173,6 +173,15 @@ fn the_timed_run_shows_the_hot_partition_finds_the_tenant_and_salting_spreads_it
     assert_timed(&json_of(&report));
 }
 
+/// Issue 17: two timed runs with the same seed gave other lags, sketch counts and order counts.
+/// The reduced scale keeps what made them differ (eight members racing a producer, a detector
+/// reading eight partitions as they fill); the default scale is the same code for longer.
+#[test]
+fn the_same_seed_gives_the_same_figures_in_every_mode() {
+    assert_figures_follow_the_seed("hot-tenant", &SMALL, None);
+    assert_figures_follow_the_seed("hot-tenant", &["--steps"], None);
+}
+
 #[test]
 fn with_bootstrap_the_lab_runs_against_a_separate_broker_and_cleans_up() {
     let broker = BrokerProcess::start();
@@ -180,20 +189,10 @@ fn with_bootstrap_the_lab_runs_against_a_separate_broker_and_cleans_up() {
 
     let remote = json_of(&run(&[&SMALL[..], &["--bootstrap", &broker.addr]].concat()));
     assert_timed(&remote);
-    // Only public Kafka APIs, and the same seed: the same exact figures as in-process.
+    // Only public Kafka APIs, and the same seed: the same figures as in-process, every one.
     let local = json_of(&run(&SMALL));
-    for field in [
-        "arrivals_before",
-        "arrivals_after",
-        "lag_before",
-        "lag_after",
-        "max_over_avg_before",
-        "max_over_avg_after",
-        "more_partitions",
-        "hot_partition",
-    ] {
-        assert_eq!(remote["figures"][field], local["figures"][field], "{field}");
-    }
+    assert_eq!(remote["figures"], local["figures"]);
+    assert!(remote["measured"]["seconds_before"].as_f64().unwrap() > 0.0);
 
     // Nothing the lab created is left on the broker: no topic, no group.
     let (topics, groups) = tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -218,6 +217,8 @@ fn bad_flags_are_one_error_line() {
         &["--salt", "0"],
         &["--records", "many"],
         &["--model", "--steps"],
+        &["--steps", "--partitions", "4"],
+        &["--model", "--records", "100000"],
     ] {
         let all = ["hot-tenant", "--check"].iter().chain(args).copied();
         let err = workshop::run(all).expect_err(&format!("{args:?} was accepted"));

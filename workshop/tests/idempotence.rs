@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use protocol::partitioner::partition_for_key;
 use serde_json::Value;
-use support::{run_lab, BrokerProcess};
+use support::{assert_figures_follow_the_seed, run_lab, BrokerProcess};
 use workshop::{LabReport, RunError};
 
 fn run(args: &[&str]) -> Result<LabReport, RunError> {
@@ -110,6 +110,11 @@ fn the_default_run_shows_every_phenomenon_with_exact_figures() {
     // On the embedded broker, phase 2 once more with the broker dropping the answers itself.
     assert!(n(f, "broker_side_acks_dropped") > 0);
     assert_eq!(n(f, "broker_side_duplicates"), 0);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_figures_at_the_default_scale() {
+    assert_figures_follow_the_seed("idempotence", &[], Some(&default_run().figures));
 }
 
 #[test]

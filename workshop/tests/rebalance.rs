@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use support::{run_json, BrokerProcess};
+use support::{assert_figures_follow_the_seed, run_json, BrokerProcess};
 
 /// The default run, once for all tests, parsed back from its JSON document.
 fn default_run() -> &'static Value {
@@ -169,6 +169,10 @@ fn a_seed_gives_the_same_figures_every_run_and_the_timeline_holds_the_group_even
 
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
+    // README.md shows two of these lines.
+    let shown =
+        support::readme::assert_blocks_of("workshop rebalance --timeline rebalance.jsonl", &text);
+    assert_eq!(shown, 1);
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
@@ -223,6 +227,11 @@ fn a_seed_gives_the_same_figures_every_run_and_the_timeline_holds_the_group_even
         .iter()
         .filter(|l| l["event"] == "assigned")
         .all(|l| joined.contains(&l["generation"].as_i64().unwrap())));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_figures() {
+    assert_figures_follow_the_seed("rebalance", &[], Some(&default_run()["figures"]));
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! waiting); the terminal view then renders the recording at 100 columns. `--step` itself is
 //! tested on the binary, with a pipe for stdin that stays open.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -157,7 +159,11 @@ fn assert_counts(lab: &str, prose: &str, words: &str, allowed: &[u64]) {
 fn lab(lab: &str, seed: &str, agrees: impl Fn(&str, &Value)) {
     let (report, events) = record(lab, seed);
     assert_questions_before_answers(lab, &events);
-    assert_fits_a_projector(lab, &events);
+    let text = assert_fits_a_projector(lab, &events);
+    if seed == "5" {
+        // The README shows the default run: its blocks are lines of this one.
+        support::readme::assert_blocks_of(&format!("workshop {lab}"), &text);
+    }
     agrees(&prose(&events), &figures(&report));
     // The verdict's line names exactly the checks that failed.
     let Some(Event::Verdict { failed, shown, .. }) = events.last() else {
@@ -433,7 +439,40 @@ fn hot_tenant_models_fit_a_projector_too() {
         .unwrap();
         let events = recorder.events();
         assert_questions_before_answers(mode, &events);
-        assert_fits_a_projector(mode, &events);
+        let text = assert_fits_a_projector(mode, &events);
+        support::readme::assert_blocks_of(&format!("workshop hot-tenant {mode}"), &text);
+    }
+}
+
+/// Every README block that looks like output names its command, and is checked: the labs' by
+/// the tests above (each lab's default run), the client's here.
+#[test]
+fn every_output_block_of_the_readme_is_checked_against_its_command() {
+    let checked_above = [
+        "workshop partitions",
+        "workshop rebalance",
+        // Checked by workshop/tests/rebalance.rs, which writes a timeline.
+        "workshop rebalance --timeline rebalance.jsonl",
+        "workshop hot-tenant",
+        "workshop hot-tenant --steps",
+        "workshop hot-tenant --model",
+        "workshop idempotence",
+        "workshop rehash",
+        "workshop migrate",
+    ];
+    for (command, _) in support::readme::blocks() {
+        if checked_above.contains(&command.as_str()) {
+            continue;
+        }
+        let argv: Vec<&str> = command.split_whitespace().collect();
+        let (program, args) = match argv.split_first() {
+            Some((&"client", args)) => (support::workspace_binary("client"), args),
+            _ => panic!("README.md: no test runs `{command}`"),
+        };
+        let out = Command::new(program).args(args).output().unwrap();
+        assert!(out.status.success(), "{command}: {out:?}");
+        let printed = String::from_utf8(out.stdout).unwrap();
+        assert!(support::readme::assert_blocks_of(&command, &printed) >= 1);
     }
 }
 

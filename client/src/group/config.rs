@@ -89,7 +89,7 @@ impl GroupConfig {
         }
         if self.heartbeat_interval >= self.session_timeout {
             return bad(format!(
-                "heartbeat.interval ({:?}) must be lower than session.timeout ({:?})",
+                "heartbeat.interval.ms ({:?}) must be lower than session.timeout.ms ({:?})",
                 self.heartbeat_interval, self.session_timeout
             ));
         }
@@ -100,10 +100,10 @@ impl GroupConfig {
         // overflowing.
         let limit = Duration::from_millis(i32::MAX as u64);
         for (name, d) in [
-            ("session.timeout", self.session_timeout),
-            ("heartbeat.interval", self.heartbeat_interval),
-            ("max.poll.interval", self.max_poll_interval),
-            ("auto.commit.interval", self.auto_commit_interval),
+            ("session.timeout.ms", self.session_timeout),
+            ("heartbeat.interval.ms", self.heartbeat_interval),
+            ("max.poll.interval.ms", self.max_poll_interval),
+            ("auto.commit.interval.ms", self.auto_commit_interval),
         ] {
             if d < Duration::from_millis(1) || d > limit {
                 return bad(format!("{name} must be between 1 ms and {limit:?}"));

@@ -67,7 +67,7 @@ async fn run(member: Member) {
             }
             HeartbeatStep::SessionExpired => {
                 member.coordinator.mark_unknown(
-                    "no heartbeat answer within session.timeout; looking for the coordinator again",
+                    "no heartbeat answer within session.timeout.ms; looking for the coordinator again",
                 );
                 let mut state = member.state();
                 state.heartbeat_answered(now);

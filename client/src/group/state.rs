@@ -251,7 +251,7 @@ impl MemberState {
 
     /// The member stopped polling: it leaves its generation, and its next commit fails.
     pub fn left_for_poll_timeout(&mut self) {
-        self.reset_generation("the member did not poll within max.poll.interval", false);
+        self.reset_generation("the member did not poll within max.poll.interval.ms", false);
         self.poll_timed_out = true;
     }
 
@@ -307,7 +307,7 @@ impl MemberState {
             _ => Err(Error::CommitFailed {
                 reason: if self.poll_timed_out {
                     "the member left the group because poll() was not called within \
-                     max.poll.interval"
+                     max.poll.interval.ms"
                         .to_string()
                 } else {
                     "the member is not part of an active group; it was probably removed from it"

@@ -242,6 +242,7 @@ fn summary(lines: usize, met: usize, missed: usize) -> LabReport {
         expected: "every case runs and prints its figures".to_string(),
         shown: true,
         figures: serde_json::json!({"lines": lines, "goals_met": met, "goals_missed": missed}),
+        measured: serde_json::json!({}),
         skipped: Vec::new(),
     }
 }

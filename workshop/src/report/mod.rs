@@ -30,7 +30,12 @@ pub use terminal::{Stream, Terminal, TerminalOptions, DEFAULT_WIDTH};
 /// The end of a lab: what it expected, whether it appeared, and every figure it measured.
 ///
 /// Serialised, this is the `--json` document:
-/// `{"lab": NAME, "expected": "one sentence", "shown": true|false, "figures": {...}}`.
+/// `{"lab": NAME, "expected": "one sentence", "shown": true|false, "figures": {...},
+/// "measured": {...}}`.
+///
+/// `figures` holds only what the seed and the flags decide: two runs with the same seed give the
+/// same `figures`, on any machine. `measured` holds what the wall clock decides (durations, per
+/// lookup costs): it varies from run to run and is never part of a verdict.
 #[derive(Debug, Clone, Serialize)]
 pub struct LabReport {
     pub lab: &'static str,
@@ -40,6 +45,8 @@ pub struct LabReport {
     /// computed from the figures, never assumed.
     pub shown: bool,
     pub figures: serde_json::Value,
+    /// Wall-clock durations and timings: they vary from run to run (`{}` when a lab has none).
+    pub measured: serde_json::Value,
     /// Phases the cluster could not run (it lacks an API they need), and why; the verdict
     /// covers the others. Left out of the JSON when every phase ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -70,8 +77,17 @@ impl LabReport {
             expected,
             shown,
             figures,
+            measured: serde_json::json!({}),
             skipped: Vec::new(),
         })
+    }
+
+    /// The report with `measured` (wall-clock timings, which vary from run to run) beside its
+    /// figures.
+    pub fn with_measured(mut self, measured: &impl Serialize) -> Result<Self, LabError> {
+        self.measured = serde_json::to_value(measured)
+            .map_err(|e| LabError::Internal(format!("cannot encode the timings: {e}")))?;
+        Ok(self)
     }
 
     /// The same, with the phases that did not run (the verdict, `shown`, already leaves their
@@ -140,19 +156,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_json_has_the_four_fields_and_nothing_else() {
-        let report = LabReport {
-            lab: "demo",
-            expected: "something happens".into(),
-            shown: false,
-            figures: serde_json::json!({"n": 3}),
-            skipped: Vec::new(),
-        };
+    fn the_json_has_the_five_fields_and_nothing_else() {
+        let report = LabReport::new(
+            "demo",
+            "something happens".into(),
+            false,
+            &serde_json::json!({"n": 3}),
+        )
+        .unwrap()
+        .with_measured(&serde_json::json!({"seconds": 1.5}))
+        .unwrap();
         let value: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(
             value,
-            serde_json::json!({"lab": "demo", "expected": "something happens", "shown": false, "figures": {"n": 3}})
+            serde_json::json!({"lab": "demo", "expected": "something happens", "shown": false,
+                "figures": {"n": 3}, "measured": {"seconds": 1.5}})
         );
+        let untimed = LabReport::new("demo", "x".into(), true, &serde_json::json!({})).unwrap();
+        assert_eq!(untimed.measured, serde_json::json!({}));
         assert_eq!(report.exit_code(), 1);
         assert!(!report.to_json().contains('\n'));
         let skipping = report.skipping(vec![SkippedPhase {

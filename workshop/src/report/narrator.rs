@@ -378,6 +378,7 @@ mod tests {
             expected: "something happens".into(),
             shown: checks.shown(),
             figures: serde_json::Value::Null,
+            measured: serde_json::Value::Null,
             skipped: Vec::new(),
         };
         n.verdict(&report, &checks);

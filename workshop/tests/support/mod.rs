@@ -4,6 +4,8 @@
 // Each test binary uses its own part of this.
 #![allow(dead_code)]
 
+pub mod readme;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -89,3 +91,73 @@ pub fn leftovers(addr: &str) -> (Vec<String>, Vec<client::admin::GroupListing>) 
 
 /// The workspace's binaries (`broker`, `client`), built once by cargo.
 pub use ::tests::workspace_binary;
+
+/// LABS.md: "`figures` holds only what the seed decides (identical on every run)". Runs `lab`
+/// with `args` under the default seed and under `--seed 7`, each twice (side by side, to save
+/// wall time), and asserts that the two `figures` objects of a seed are equal as a whole.
+/// `default_run` is the figures of a run already made with `args` and the default seed (a
+/// test file's cached run), which saves one run; `None` runs it here.
+pub fn assert_figures_follow_the_seed(
+    lab: &str,
+    args: &[&str],
+    default_run: Option<&serde_json::Value>,
+) {
+    let seeded: Vec<&str> = args.iter().copied().chain(["--seed", "7"]).collect();
+    let figures = |args: &[&str]| run_json(lab, args).figures;
+    let (first, again, seven, seven_again) = std::thread::scope(|s| {
+        let first = default_run.is_none().then(|| s.spawn(|| figures(args)));
+        let again = s.spawn(|| figures(args));
+        let seven = s.spawn(|| figures(&seeded));
+        let seven_again = figures(&seeded);
+        (
+            first.map(|t| t.join().expect("the first default run")),
+            again.join().expect("the second default run"),
+            seven.join().expect("the first --seed 7 run"),
+            seven_again,
+        )
+    });
+    let first = first.as_ref().or(default_run).expect("a first default run");
+    assert_same_figures(lab, "the default seed", first, &again);
+    assert_same_figures(lab, "--seed 7", &seven, &seven_again);
+}
+
+/// Equal figures, or the paths of the ones that differ (a whole document is too long to read).
+fn assert_same_figures(lab: &str, seed: &str, a: &serde_json::Value, b: &serde_json::Value) {
+    fn flat(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, inner) in map {
+                    flat(inner, format!("{path}.{k}"), out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, inner) in items.iter().enumerate() {
+                    flat(inner, format!("{path}[{i}]"), out);
+                }
+            }
+            leaf => out.push((path, leaf.to_string())),
+        }
+    }
+    if a == b {
+        return;
+    }
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    flat(a, String::new(), &mut fa);
+    flat(b, String::new(), &mut fb);
+    let fb: std::collections::BTreeMap<_, _> = fb.into_iter().collect();
+    let differ: Vec<String> = fa
+        .iter()
+        .filter(|(k, v)| fb.get(k) != Some(v))
+        .take(12)
+        .map(|(k, v)| format!("{k}: {v} then {}", fb.get(k).map_or("-", |s| s.as_str())))
+        .collect();
+    let differ = if differ.is_empty() {
+        vec![format!("the second run has other fields: {b}")]
+    } else {
+        differ
+    };
+    panic!(
+        "{lab} with {seed}: two runs gave different figures:\n  {}",
+        differ.join("\n  ")
+    );
+}

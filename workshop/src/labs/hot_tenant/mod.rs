@@ -54,7 +54,13 @@ impl Lab for HotTenant {
                     ));
                 }
                 let (figures, checks) = model_mode::run(n);
-                report(ctx, model_mode::EXPECTED.to_string(), &figures, checks)
+                report(
+                    ctx,
+                    model_mode::EXPECTED.to_string(),
+                    &figures,
+                    None,
+                    checks,
+                )
             }
             Mode::Steps => {
                 ctx.narrator.intro(Self::NAME, steps::EXPECTED);
@@ -66,7 +72,7 @@ impl Lab for HotTenant {
                     rt.block_on(cluster.until_stopped(steps::run(&cluster, &mut ctx.narrator)));
                 rt.block_on(cluster.close());
                 let (figures, checks) = outcome?;
-                report(ctx, steps::EXPECTED.to_string(), &figures, checks)
+                report(ctx, steps::EXPECTED.to_string(), &figures, None, checks)
             }
             Mode::Timed(plan) => {
                 let expected = timed::expected(&plan);
@@ -76,21 +82,26 @@ impl Lab for HotTenant {
                 let timed = timed::run(&cluster, &mut ctx.narrator, plan, ctx.seed);
                 let outcome = rt.block_on(cluster.until_stopped(timed));
                 rt.block_on(cluster.close());
-                let (figures, checks) = outcome?;
-                report(ctx, expected, &figures, checks)
+                let (figures, measured, checks) = outcome?;
+                report(ctx, expected, &figures, Some(&measured), checks)
             }
         }
     }
 }
 
-/// The report of any mode: its figures as JSON and the verdict, told last.
+/// The report of any mode: its figures (and the timed run's wall-clock `measured`) as JSON, and
+/// the verdict, told last.
 fn report<F: serde::Serialize>(
     ctx: &mut LabContext,
     expected: String,
     figures: &F,
+    measured: Option<&timed::Measured>,
     checks: Checks,
 ) -> Result<LabReport, LabError> {
-    let report = LabReport::new(HotTenant::NAME, expected, checks.shown(), figures)?;
+    let mut report = LabReport::new(HotTenant::NAME, expected, checks.shown(), figures)?;
+    if let Some(measured) = measured {
+        report = report.with_measured(measured)?;
+    }
     ctx.narrator.verdict(&report, &checks);
     Ok(report)
 }

@@ -190,11 +190,12 @@ pub fn broker_side(n: &mut Narrator, plan: &Plan, run: Option<&LossRun>) {
     match run {
         Some(run) => n.say(&format!(
             "Once more with the embedded broker itself dropping answers (its drop-ack fault: it appends, \
-             then closes the connection instead of answering, as a network would), at random with the \
-             same chance per request, {}: {} acknowledgements dropped, {} records for {} payments, {} \
-             duplicates.",
+             then closes the connection instead of answering, as a network would), each request with \
+             a chance of {}, so the count is a draw of its own: {} acknowledgements dropped (against {} \
+             above), {} records for {} payments, {} duplicates.",
             report::percent(plan.lost_acks as f64 / f64::from(plan.records)),
             run.acks_lost,
+            plan.lost_acks,
             run.log.records(),
             run.sent.len(),
             run.log.duplicates()

@@ -94,7 +94,7 @@ pub struct Figures {
 }
 
 pub fn expected() -> String {
-    "A member of group billing that stalls longer than max.poll.interval is removed and its \
+    "A member of group billing that stalls longer than max.poll.interval.ms is removed and its \
      commit fails; the new owners of its partitions start from the committed offsets and apply \
      again exactly the payments it processed but could not commit; cooperative rebalancing, \
      static membership and smaller batches limit the disruption but not the duplicates, and only \

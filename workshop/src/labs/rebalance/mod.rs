@@ -52,7 +52,7 @@ pub struct Rebalance;
 impl Lab for Rebalance {
     const NAME: &'static str = "rebalance";
     const SUMMARY: &'static str =
-        "A consumer stalls past max.poll.interval: rebalance, CommitFailed, payments applied twice; what helps";
+        "A consumer stalls past max.poll.interval.ms: rebalance, CommitFailed, payments applied twice; what helps";
     type Args = RebalanceArgs;
 
     fn run(args: &RebalanceArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {

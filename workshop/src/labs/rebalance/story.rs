@@ -49,7 +49,7 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
         "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four \
          members, each a real consumer of our client: poll up to {} records, apply each payment to \
          the ledger ({} each), commit the batch's offsets, poll again (at-least-once). \
-         session.timeout {}, heartbeat {}, max.poll.interval {}.\n{clock}",
+         session.timeout.ms {}, heartbeat.interval.ms {}, max.poll.interval.ms {}.\n{clock}",
         f.topic,
         f.partitions,
         f.payments,
@@ -114,14 +114,14 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
 pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     let about = format!(
         "After the batch in which it processes its {} payment, {} stops for {} before committing: a GC \
-         pause, or a payment-gateway call that hangs. max.poll.interval is {}.",
+         pause, or a payment-gateway call that hangs. max.poll.interval.ms is {}.",
         ordinal(f.stall_after_payments),
         f.stalled_member,
         secs(f.stall_ms),
         secs(f.max_poll_interval_ms)
     );
     n.phase(Phase {
-        title: "A stall longer than max.poll.interval",
+        title: "A stall longer than max.poll.interval.ms",
         about: &about,
         predict: "are the payments of that batch lost, or applied twice? How many?",
     });
@@ -376,7 +376,7 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
 
 pub fn static_membership(n: &mut Narrator, f: &Figures) {
     let about = format!(
-        "{} restarts (its process is replaced) and is back after {}, within session.timeout ({}). \
+        "{} restarts (its process is replaced) and is back after {}, within session.timeout.ms ({}). \
          Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member \
          id), once with group.instance.id (KIP-345: no LeaveGroup, the instance takes its place back).",
         f.restarted_member,
@@ -531,7 +531,7 @@ pub fn summary(f: &Figures) -> Summary {
     Summary {
         happened: vec![
             format!(
-                "{} stopped for {}, longer than max.poll.interval ({}): {removed}.",
+                "{} stopped for {}, longer than max.poll.interval.ms ({}): {removed}.",
                 f.stalled_member,
                 secs(f.stall_ms),
                 secs(f.max_poll_interval_ms),
@@ -578,7 +578,7 @@ pub fn summary(f: &Figures) -> Summary {
             "Record the idempotency key, derived from the partition key (account_id, payment_id), in \
              the same transaction and shard as the effect."
                 .to_string(),
-            "Keep the time between polls well under max.poll.interval: smaller max.poll.records, or \
+            "Keep the time between polls well under max.poll.interval.ms: smaller max.poll.records, or \
              hand slow calls off and pause the partition meanwhile."
                 .to_string(),
             "Use cooperative-sticky so running members keep consuming, and group.instance.id so \

@@ -5,6 +5,7 @@ use super::keys::KeySet;
 use super::measure::{measure, Measurement};
 use super::schemes::{
     FixedSlots, Jump, Membership, ModN, Rendezvous, RingScheme, Scheme, SchemeError, SlotHash,
+    REDIS_SLOTS,
 };
 
 /// Seed 004's number of logical buckets: fixed whatever the number of shards.
@@ -46,7 +47,8 @@ impl Spec {
         }
     }
 
-    /// The hash that places keys: Kafka's murmur2 for Kafka's partitions, XXH3 for the rest.
+    /// The hash that places keys: Redis's CRC16 for its slots, Kafka's murmur2 for Kafka's
+    /// partitions, XXH3 for the rest.
     pub fn hash(self) -> &'static str {
         match self {
             Spec::FixedSlots { hash, .. } => hash.name(),
@@ -66,6 +68,10 @@ impl Spec {
             } => format!("fixed slots, {slots}"),
             Spec::FixedSlots {
                 slots,
+                hash: SlotHash::RedisCrc16,
+            } => format!("Redis, {slots} slots"),
+            Spec::FixedSlots {
+                slots,
                 hash: SlotHash::KafkaMurmur2,
             } => format!("Kafka, {slots} partitions"),
             other => other.scheme().to_string(),
@@ -81,6 +87,10 @@ impl Spec {
                 slots,
                 hash: SlotHash::Xxh3,
             } => format!("slots/{slots}"),
+            Spec::FixedSlots {
+                slots,
+                hash: SlotHash::RedisCrc16,
+            } => format!("redis/{slots}"),
             Spec::FixedSlots {
                 slots,
                 hash: SlotHash::KafkaMurmur2,
@@ -123,7 +133,8 @@ fn measure_change<S: Scheme>(
 }
 
 /// Every scheme the lab compares, in table order: the ring once per `vnodes` setting, fixed
-/// slots as seed 004's 4096 buckets and as Kafka's `partitions`.
+/// slots as seed 004's 4096 buckets, as Redis Cluster's 16384 slots and as Kafka's
+/// `partitions`.
 pub fn lineup(vnodes: &[u32], partitions: u32) -> Vec<Spec> {
     let mut specs = vec![Spec::ModN];
     specs.extend(vnodes.iter().map(|&vnodes| Spec::Ring { vnodes }));
@@ -133,6 +144,10 @@ pub fn lineup(vnodes: &[u32], partitions: u32) -> Vec<Spec> {
         Spec::FixedSlots {
             slots: SLOTS,
             hash: SlotHash::Xxh3,
+        },
+        Spec::FixedSlots {
+            slots: REDIS_SLOTS,
+            hash: SlotHash::RedisCrc16,
         },
         Spec::FixedSlots {
             slots: partitions,
@@ -184,5 +199,14 @@ mod tests {
             ("fixed-slots", "murmur2", Some(60))
         );
         assert_eq!(Spec::Jump.vnodes(), None);
+        let redis = Spec::FixedSlots {
+            slots: REDIS_SLOTS,
+            hash: SlotHash::RedisCrc16,
+        };
+        assert_eq!(redis.label(), "Redis, 16384 slots");
+        assert_eq!(
+            (redis.hash(), redis.short()),
+            ("crc16", "redis/16384".to_string())
+        );
     }
 }

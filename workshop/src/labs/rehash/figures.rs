@@ -21,7 +21,8 @@ pub struct SchemeRow {
     pub vnodes: Option<u32>,
     /// Slots (or Kafka partitions), for fixed slots; null elsewhere.
     pub slots: Option<u32>,
-    /// The key hash: `murmur2` for Kafka's partitions, `xxh3` for the rest.
+    /// The key hash: `crc16` for Redis Cluster's slots, `murmur2` for Kafka's partitions,
+    /// `xxh3` for the rest.
     pub hash: &'static str,
     pub moved_fraction: f64,
     /// Keys that moved between two nodes present before and after: never necessary.
@@ -30,8 +31,6 @@ pub struct SchemeRow {
     pub max_over_avg: f64,
     /// Keys per unit of capacity, population standard deviation over the mean, after the change.
     pub stddev_over_avg: f64,
-    /// Wall time per lookup after the change: machine- and build-dependent, reported only.
-    pub lookup_ns: f64,
     pub state_bytes: usize,
 }
 
@@ -62,10 +61,43 @@ impl SchemeRow {
             moved_between_survivors: round(m.moved_between_survivors_fraction(), 6),
             max_over_avg: round(m.spread.max_over_avg, 6),
             stddev_over_avg: round(m.spread.stddev_over_avg, 6),
-            lookup_ns: round(m.lookup_ns, 1),
             state_bytes: m.state_bytes,
         }
     }
+}
+
+/// One scheme's wall time per lookup after the change, for the `measured` object: it depends on
+/// the machine and the build, and varies from run to run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LookupTime {
+    /// The scheme as the table labels it (`ring, 256 vnodes`).
+    pub scheme: String,
+    pub lookup_ns: f64,
+}
+
+impl LookupTime {
+    pub fn new(spec: Spec, m: &Measurement) -> Self {
+        LookupTime {
+            scheme: spec.label(),
+            lookup_ns: round(m.lookup_ns, 1),
+        }
+    }
+}
+
+/// The lab's `measured` object: lookup times of the line-up and of the weighted comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measured {
+    pub lookup_ns: Vec<LookupTime>,
+    pub weighted_lookup_ns: Vec<LookupTime>,
+}
+
+/// A key as Redis Cluster hashes it: the part hashed (its hash tag, or the whole key) and its
+/// slot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HashTag {
+    pub key: String,
+    pub hashed: String,
+    pub slot: u16,
 }
 
 /// A scheme that could not express the change (jump hash losing a middle bucket) or the weights.
@@ -141,6 +173,11 @@ pub struct Figures {
     pub ring_spread_law: Vec<SpreadLaw>,
     pub jump_middle_removal: Option<JumpProbe>,
     pub weighted: Weighted,
+    /// Redis Cluster's CRC16 of "123456789", the specification's check value (`0x31C3`).
+    pub redis_crc16_check: String,
+    /// Redis Cluster's hash-tag rule on one of the lab's keys: the key alone, two keys tagged
+    /// with it, the same untagged, and empty braces (no tag).
+    pub redis_hash_tags: Vec<HashTag>,
 }
 
 /// The sentence the lab sets out to show, for this change.
@@ -229,7 +266,6 @@ mod tests {
             moved_between_survivors: 0.0,
             max_over_avg: 1.0,
             stddev_over_avg: 0.0,
-            lookup_ns: 0.0,
             state_bytes: 0,
         }
     }

@@ -28,7 +28,9 @@ use rand_chacha::ChaCha8Rng;
 use crate::lab::{Lab, LabContext, LabError, Target};
 use crate::report::{LabReport, Narrator};
 use compare::{lineup, Spec};
-use figures::{Figures, Refusal, SchemeRow, SpreadLaw, Weighted, WeightedRow};
+use figures::{
+    Figures, LookupTime, Measured, Refusal, SchemeRow, SpreadLaw, Weighted, WeightedRow,
+};
 use keys::KeySet;
 use measure::{ideal_moved_fraction, mean_ring_spread, Measurement};
 use plan::Plan;
@@ -85,19 +87,40 @@ impl Lab for Rehash {
         let specs = lineup(&plan.vnodes, plan.partitions);
         let (measured, refused) = measure_all(n, &specs, &plan.from, &plan.to, &keys, salt);
         let ring_spread_law = spread_law(&plan.to, &measured, salt)?;
-        story::lineup_evidence(n, &plan, &measured, &refused, ideal, &ring_spread_law);
+        let first_key = keys
+            .iter()
+            .next()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        let redis_hash_tags = worked::redis_hash_tags(&first_key);
+        story::lineup_evidence(
+            n,
+            &plan,
+            &measured,
+            &refused,
+            ideal,
+            &ring_spread_law,
+            &redis_hash_tags,
+        );
 
         let jump_middle_removal = worked::jump_middle_removal(from_count).map_err(scheme_error)?;
         if let Some(probe) = &jump_middle_removal {
             story::jump_limit(n, probe);
         }
 
-        let weighted = weighted(n, &plan, &specs, &keys, salt)?;
+        let (weighted, weighted_lookup_ns) = weighted(n, &plan, &specs, &keys, salt)?;
 
         let schemes: Vec<SchemeRow> = measured
             .iter()
             .map(|(spec, m)| SchemeRow::new(*spec, m))
             .collect();
+        let timings = Measured {
+            lookup_ns: measured
+                .iter()
+                .map(|(spec, m)| LookupTime::new(*spec, m))
+                .collect(),
+            weighted_lookup_ns,
+        };
         let figures = Figures {
             seed: ctx.seed,
             keys: keys.len(),
@@ -114,10 +137,13 @@ impl Lab for Rehash {
             ring_spread_law,
             jump_middle_removal,
             weighted,
+            redis_crc16_check: format!("0x{:04X}", schemes::redis_slot_crc(b"123456789")),
+            redis_hash_tags,
         };
         let checks = figures::verdict(ideal, &figures.schemes);
         n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
+        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?
+            .with_measured(&timings)?;
         n.verdict(&report, &checks);
         Ok(report)
     }
@@ -170,14 +196,15 @@ fn spread_law(
         .collect()
 }
 
-/// The same change with the plan's heavy node at twice the capacity, before and after.
+/// The same change with the plan's heavy node at twice the capacity, before and after; and the
+/// lookup times of that comparison.
 fn weighted(
     n: &mut Narrator,
     plan: &Plan,
     specs: &[Spec],
     keys: &KeySet,
     salt: u64,
-) -> Result<Weighted, LabError> {
+) -> Result<(Weighted, Vec<LookupTime>), LabError> {
     let from = plan
         .from
         .with_weight(plan.heavy, HEAVY_WEIGHT)
@@ -192,7 +219,11 @@ fn weighted(
     let (measured, refused) = measure_all(n, specs, &from, &to, keys, salt);
     story::weighted_evidence(n, plan.heavy, &measured, &refused, expected_share, ideal);
     let round = crate::report::round;
-    Ok(Weighted {
+    let lookups = measured
+        .iter()
+        .map(|(spec, m)| LookupTime::new(*spec, m))
+        .collect();
+    let weighted = Weighted {
         node: node_name(plan.heavy),
         weight: HEAVY_WEIGHT,
         expected_share: round(expected_share, 6),
@@ -205,7 +236,8 @@ fn weighted(
             })
             .collect(),
         refused,
-    })
+    };
+    Ok((weighted, lookups))
 }
 
 /// Scheme errors outside the measured line-up (the worked examples, the weighted memberships,

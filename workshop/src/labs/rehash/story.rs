@@ -2,7 +2,7 @@
 //! Every number shown is passed in from what the lab computed.
 
 use super::compare::Spec;
-use super::figures::{Figures, Refusal, SchemeRow, SpreadLaw};
+use super::figures::{Figures, HashTag, Refusal, SchemeRow, SpreadLaw};
 use super::measure::Measurement;
 use super::plan::Plan;
 use super::schemes::{node_name, NodeId};
@@ -132,12 +132,11 @@ pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
     let about = format!(
         "{} seeded keys, {} nodes, then {change}. Each scheme routes every key before and after:\n\
          - mod N: hash % N.\n\
-         - ring: v tokens per node at the hashes of node-3#0, node-3#1, ...; the first token at or after \
-         the key's hash owns it.\n\
+         - ring: v tokens per node at hashes of node-3#0, node-3#1, ...; a key's owner: the next token.\n\
          - rendezvous: every node scores the key, the highest score wins.\n\
          - jump: Lamping and Veach's jump consistent hash over buckets 0 to n-1.\n\
-         - fixed slots: hash % 4096 picks a slot, a placement table picks its node (seed 004); Kafka: \
-         murmur2 % {} picks a partition, as Kafka's producer does, and brokers hold whole partitions.\n\
+         - fixed slots, a table gives slots to nodes: hash % 4096 (seed 004); Redis Cluster: CRC16 % \
+         16384 of the key, or of its hash tag (inside its first non-empty {{...}}); Kafka: murmur2 % {}.\n\
          No scheme can move fewer than {} of the keys: the share the change takes from the old nodes.",
         thousands(plan.keys as u64),
         plan.from.len(),
@@ -158,6 +157,7 @@ pub fn lineup_evidence(
     refused: &[Refusal],
     ideal: f64,
     law: &[SpreadLaw],
+    tags: &[HashTag],
 ) {
     n.answer();
     let mut table = Table::new(&[
@@ -183,12 +183,34 @@ pub fn lineup_evidence(
     n.table(&table);
     say_refusals(n, refused);
     n.say(&format!(
-        "moved: keys whose node changed (at least {}); between survivors: moves between nodes there \
-         before and after, never needed; max/avg, stddev/avg: keys per node; lookup: time per key here.",
+        "moved: keys whose node changed (at least {}); between survivors: moves between two nodes there \
+         before and after, never needed; lookup: time per key here; max/avg, stddev/avg: keys per node:",
         percent(ideal)
     ));
     node_loads(n, plan, measured);
+    hash_tags(n, tags);
     ring_notes(n, law);
+}
+
+/// Redis Cluster's hash-tag rule, on the lab's first key: what is hashed, and the slot.
+fn hash_tags(n: &mut Narrator, tags: &[HashTag]) {
+    let [key, tagged, tagged_too, untagged, empty] = tags else {
+        return;
+    };
+    n.say(&format!(
+        "Redis hashes the tag: with K = {}, {} and {} are slots {} and {} as K is {}; {} (no tag) is \
+         {}, {} (empty braces: no tag) {}.",
+        key.key,
+        tagged.key.replace(&key.key, "K"),
+        tagged_too.key.replace(&key.key, "K"),
+        tagged.slot,
+        tagged_too.slot,
+        key.slot,
+        untagged.key.replace(&key.key, "K"),
+        untagged.slot,
+        empty.key,
+        empty.slot
+    ));
 }
 
 /// Keys per node after the change, one column per scheme: the spread columns, in detail.
@@ -202,7 +224,6 @@ fn node_loads(n: &mut Narrator, plan: &Plan, measured: &[(Spec, Measurement)]) {
         row.extend(measured.iter().map(|(_, m)| m.loads[i].keys.to_string()));
         table.row(row);
     }
-    n.say("Keys per node after the change:");
     n.table(&table);
     if plan.to.len() > NODES_SHOWN {
         n.say(&format!("(first {NODES_SHOWN} of {} nodes)", plan.to.len()));

@@ -4,10 +4,34 @@
 //!   values keeps only three; in general N to M buckets over a full cycle of lcm(N, M) values.
 //! - Seed 004's ring: positions 0..99, A at 20, B at 50, C at 80; D joins at 40.
 //! - Seed 003, section 4.1: jump hash cannot remove a bucket from the middle.
+//! - Redis Cluster's hash tags (LABS.md): a key's slot is the CRC16 of the part inside its first
+//!   non-empty `{...}`, so keys tagged alike share a slot.
 
 use serde::Serialize;
 
-use super::schemes::{Jump, Membership, ModN, NodeId, Ring, Scheme, SchemeError};
+use super::figures::HashTag;
+use super::schemes::{
+    hash_tag, redis_slot, Jump, Membership, ModN, NodeId, Ring, Scheme, SchemeError,
+};
+
+/// Redis Cluster's hash-tag rule on `key`: the key, two keys tagged with it, the same suffix
+/// without a tag, and empty braces (which are no tag).
+pub fn redis_hash_tags(key: &str) -> Vec<HashTag> {
+    [
+        key.to_string(),
+        format!("{{{key}}}.profile"),
+        format!("{{{key}}}.orders"),
+        format!("{key}.profile"),
+        "foo{}{bar}".to_string(),
+    ]
+    .into_iter()
+    .map(|k| HashTag {
+        hashed: String::from_utf8_lossy(hash_tag(k.as_bytes())).into_owned(),
+        slot: redis_slot(k.as_bytes()),
+        key: k,
+    })
+    .collect()
+}
 
 /// Going from `from` to `to` buckets with `hash % buckets`, over every residue class at once.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -2,11 +2,14 @@
 //! processing at a fixed rate, the seeded traffic produced tick by tick, a live per-partition lag
 //! table while it runs, and at the end every figure read back from the broker.
 //!
-//! Time is traffic time: the producer sends a tick's records (a tenth of its rate) and waits for
-//! the next tick of wall time; a member's budget is its rate times the traffic time elapsed. On a
-//! machine too slow for the rate the ticks stretch, and the budgets with them, so the figures
-//! after the run (once every member has used its budget or caught up) do not depend on the
-//! machine: only the live view and the run's duration do.
+//! Time is traffic time: the producer sends a tick's records (a tenth of its rate), waits for
+//! their acknowledgements, publishes the log end offsets, and waits for the next tick of wall
+//! time; in each tick a member processes at most its rate's worth of that tick from what has
+//! arrived (see `workers`). At each second of traffic the producer waits until every member has
+//! committed that tick and reads the group's lag from the broker: the "second by second" table.
+//! On a machine too slow for the rate the ticks stretch, and nothing else changes, so every
+//! figure is a function of the seed and the flags: only the live view and the run's duration
+//! (its `measured` seconds) depend on the machine.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,7 +25,7 @@ use super::super::groups::{lags, GroupOffsets};
 use super::super::plan::{Timed, TICKS_PER_SECOND};
 use super::super::sketch::SpaceSaving;
 use super::super::traffic::{encode_seq, Mix, Traffic};
-use super::workers::{self, Clock, OrderChecker, Shared};
+use super::workers::{self, Done, OrderChecker, Shared, Store, Ticks, FAILED};
 use crate::deadline::{Deadline, Work};
 use crate::lab::LabError;
 use crate::report::{thousands, LagRow, Narrator};
@@ -44,7 +47,8 @@ pub struct RunSpec<'a> {
     pub detect: bool,
 }
 
-/// The lag of every partition at one moment of traffic time.
+/// The group's lag on every partition, as the broker reports it, after a whole second of
+/// traffic time has been sent and processed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub seconds: f64,
@@ -65,6 +69,7 @@ pub struct RunOutcome {
     pub order: OrderChecker,
     pub detector: Option<SpaceSaving<u32>>,
     pub timeline: Vec<Sample>,
+    /// Wall time of the run: it depends on the machine, so it is `measured`, not a figure.
     pub elapsed: Duration,
 }
 
@@ -99,11 +104,13 @@ pub async fn run(
         })
         .await?;
 
-    let (clock_tx, clock_rx) = watch::channel(Clock::default());
+    let (clock_tx, clock_rx) = watch::channel(Ticks::new());
+    let (done_tx, _) = watch::channel(vec![0; plan.partitions as usize]);
     let shared = Arc::new(Shared {
         plan,
         topic: topic.clone(),
-        order: Mutex::new(OrderChecker::new(spec.mix.tenants)),
+        store: Mutex::new(Store::new(spec.mix.tenants, plan.partitions)),
+        done: done_tx,
     });
     let mut workers = JoinSet::new();
     for (member, partition) in members {
@@ -118,45 +125,51 @@ pub async fn run(
         tokio::spawn(workers::run_detector(
             cluster.client().clone(),
             topic.clone(),
-            plan.partitions,
+            plan,
             DETECTOR_COUNTERS,
             clock_rx.clone(),
         ))
     });
+    drop(clock_rx);
 
     let started = Instant::now();
+    let channels = Channels {
+        offsets: &offsets,
+        clock: &clock_tx,
+        done: shared.done.subscribe(),
+    };
     let produced = deadline
         .wait(
             "sending its traffic",
-            produce(cluster.client(), n, &topic, &spec, &offsets, &clock_tx),
+            produce(cluster.client(), n, &topic, &spec, channels),
         )
         .await;
     let (traffic, timeline) = match produced {
         Ok(done) => done,
         Err(e) => {
+            let mut first = e;
+            if shared.done.borrow().contains(&FAILED) {
+                // The member that failed has finished: its own error says more.
+                while let Some(joined) = workers.try_join_next() {
+                    if let Ok(Err(member_error)) = joined {
+                        first = member_error;
+                        break;
+                    }
+                }
+            }
             workers.abort_all();
             if let Some(d) = &detector {
                 d.abort();
             }
-            return Err(e);
+            return Err(first);
         }
     };
-    let ends = offsets.log_ends(&topic, plan.partitions).await?;
-    let arrivals: Vec<u64> = ends.iter().map(|&e| e.max(0) as u64).collect();
-    let stored: u64 = arrivals.iter().sum();
-    if stored != plan.records {
-        workers.abort_all();
-        return Err(LabError::Broker(format!(
-            "the broker stored {stored} of the {} records sent to {topic}; some produce requests failed",
-            plan.records
-        )));
-    }
-    clock_tx.send_replace(Clock {
-        sent: plan.records,
-        final_ends: Some(Arc::new(ends)),
-    });
+    let arrivals: Vec<u64> = timeline
+        .last()
+        .map(|s| s.ends.iter().map(|&e| e.max(0) as u64).collect())
+        .unwrap_or_default();
 
-    // Every member uses the budget the whole run gave it (or catches up), commits, and leaves.
+    // Every member has processed the last tick; each leaves once all are done.
     let settling = n.progress(plan.partitions as u64, "members finishing");
     // Past the deadline the workers are dropped with their set, which aborts them.
     let finished = deadline
@@ -179,6 +192,7 @@ pub async fn run(
             tracing::warn!(%e, "a member could not leave the group cleanly");
         }
     }
+    drop(clock_tx);
     let detector = match detector {
         Some(task) => Some(
             task.await
@@ -186,7 +200,7 @@ pub async fn run(
         ),
         None => None,
     };
-    let order = shared.order.lock().clone();
+    let order = shared.store.lock().order().clone();
     Ok(RunOutcome {
         topic,
         group: group_name,
@@ -196,7 +210,7 @@ pub async fn run(
         sent_by_tenant: traffic.sent_by_tenant().to_vec(),
         order,
         detector,
-        timeline,
+        timeline: timeline.into_iter().map(|s| s.sample).collect(),
         elapsed: started.elapsed(),
     })
 }
@@ -289,16 +303,29 @@ fn stable(seen: &[Option<(i32, Vec<i32>)>], partitions: i32) -> bool {
     owned == (0..partitions).collect::<Vec<_>>()
 }
 
-/// Sends the run's traffic tick by tick, publishing the traffic clock; redraws the live lag
-/// table on a terminal and keeps a sample of the lag per second of traffic.
+/// What the producer publishes to, and hears from.
+struct Channels<'a> {
+    offsets: &'a GroupOffsets,
+    clock: &'a watch::Sender<Ticks>,
+    done: watch::Receiver<Done>,
+}
+
+/// A sample of the timeline, with the log end offsets it was taken at.
+struct Sampled {
+    sample: Sample,
+    ends: Vec<i64>,
+}
+
+/// Sends the run's traffic tick by tick, publishing each tick's log end offsets once its records
+/// are acknowledged; after each second of traffic waits for every member to finish that tick
+/// and samples the group's lag from the broker. Redraws the live lag table on a terminal.
 async fn produce(
     client: &Client,
     n: &Narrator,
     topic: &str,
     spec: &RunSpec<'_>,
-    offsets: &GroupOffsets,
-    clock: &watch::Sender<Clock>,
-) -> Result<(Traffic, Vec<Sample>), LabError> {
+    mut ch: Channels<'_>,
+) -> Result<(Traffic, Vec<Sampled>), LabError> {
     let plan = spec.plan;
     // Big batches and a little linger: millions of small records in seconds.
     let config = ProducerConfig {
@@ -313,16 +340,12 @@ async fn produce(
     let mut traffic = Traffic::new(spec.mix, spec.seed);
     let live = n.live();
     let mut timeline = Vec::new();
-    let tick = plan.tick_records();
     let tick_time = Duration::from_secs(1) / TICKS_PER_SECOND as u32;
     let start = tokio::time::Instant::now();
-    let mut sent: u64 = 0;
-    let mut next_sample = plan.rate.min(plan.records);
-    while sent < plan.records {
-        let ticks = u32::try_from(sent / tick).unwrap_or(u32::MAX);
-        tokio::time::sleep_until(start + tick_time * ticks).await;
-        let count = tick.min(plan.records - sent);
-        for _ in 0..count {
+    for tick in 1..=plan.ticks() {
+        tokio::time::sleep_until(start + tick_time * (tick - 1)).await;
+        let (from, to) = (plan.sent_after(tick - 1), plan.sent_after(tick));
+        for _ in from..to {
             let draw = traffic.next_record();
             let value = encode_seq(draw.seq);
             producer
@@ -330,35 +353,54 @@ async fn produce(
                 .await
                 .map_err(|e| broker_error(&format!("producing to {topic}"), &e))?;
         }
-        sent += count;
-        clock.send_replace(Clock {
-            sent,
-            final_ends: None,
-        });
-        let sample_now = sent >= next_sample || sent == plan.records;
+        producer.flush().await;
+        let ends = ch.offsets.log_ends(topic, plan.partitions).await?;
+        let stored: i64 = ends.iter().sum();
+        if stored != to as i64 {
+            return Err(LabError::Broker(format!(
+                "the broker stored {stored} of the {to} records sent to {topic}; some produce \
+                 requests failed"
+            )));
+        }
+        ch.clock
+            .send_modify(|ticks| ticks.push(Arc::new(ends.clone())));
+        let sample_now = plan.samples_after(tick);
+        if sample_now {
+            let done = ch
+                .done
+                .wait_for(|done| done.iter().all(|&d| d >= tick))
+                .await
+                .map_err(|_| LabError::Internal("the members' progress is gone".into()))?;
+            if done.contains(&FAILED) {
+                return Err(LabError::Internal(
+                    "a member of the group failed during the run".into(),
+                ));
+            }
+        }
         if n.is_live() || sample_now {
-            let rows = offsets.lag_rows(topic, plan.partitions).await?;
-            let seconds = sent as f64 / plan.rate as f64;
+            let rows = ch.offsets.lag_rows(topic, plan.partitions).await?;
+            let seconds = to as f64 / plan.rate as f64;
             if n.is_live() {
                 live.show(
                     format!(
                         "traffic {seconds:.1} s of {:.1} s, {} records sent",
                         plan.seconds(),
-                        thousands(sent)
+                        thousands(to)
                     ),
                     &rows,
                 );
             }
             if sample_now {
-                timeline.push(Sample {
-                    seconds,
-                    lags: lags(&rows),
+                timeline.push(Sampled {
+                    sample: Sample {
+                        seconds,
+                        lags: lags(&rows),
+                    },
+                    ends,
                 });
-                next_sample = next_sample.saturating_add(plan.rate);
             }
         }
     }
-    producer.flush().await;
     live.finish();
     producer.close().await;
     Ok((traffic, timeline))

@@ -11,8 +11,9 @@
 //! - [`FixedSlots`]: a fixed number of slots and a placement table ([`PlacementTable`]), as with
 //!   4096 logical buckets (seed 004), Redis's 16384 slots or Kafka's partitions.
 //!
-//! Keys are hashed with XXH3 ([`key_hash`]), except Kafka's partitions, which use Kafka's own
-//! murmur2 partitioner so that the slot of a key is the partition a Kafka producer picks.
+//! Keys are hashed with XXH3 ([`key_hash`]), except Redis Cluster's slots (its CRC16, of the
+//! key's hash tag) and Kafka's partitions, which use Kafka's own murmur2 partitioner so that
+//! the slot of a key is the partition a Kafka producer picks.
 
 mod jump;
 mod membership;
@@ -28,7 +29,9 @@ pub use mod_n::ModN;
 pub use placement::PlacementTable;
 pub use rendezvous::Rendezvous;
 pub use ring::{Ring, RingScheme};
-pub use slots::{FixedSlots, SlotHash, MAX_SLOTS};
+pub use slots::{
+    hash_tag, redis_slot, redis_slot_crc, FixedSlots, SlotHash, MAX_SLOTS, REDIS_SLOTS,
+};
 
 /// A way to route keys to the nodes of a [`Membership`].
 pub trait Scheme: Sized {

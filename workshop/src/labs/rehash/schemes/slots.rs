@@ -1,9 +1,10 @@
 //! Fixed slots: decouple the number of slots from the number of nodes (seed 003, section 3.4).
 //!
 //! A key always maps to the same slot; nodes hold whole slots through a [`PlacementTable`], and a
-//! node change moves whole slots, never re-hashes a key. Two ways to pick the slot:
-//! - [`SlotHash::Xxh3`]: `hash(key) % slots`, seed 004's 4096 logical buckets (Redis Cluster
-//!   does the same with 16384 slots).
+//! node change moves whole slots, never re-hashes a key. Three ways to pick the slot:
+//! - [`SlotHash::Xxh3`]: `hash(key) % slots`, seed 004's 4096 logical buckets.
+//! - [`SlotHash::RedisCrc16`]: Redis Cluster's `HASH_SLOT = CRC16(key) mod 16384`, CRC16 being
+//!   XMODEM's, of the key's hash tag when it has one ([`hash_tag`]).
 //! - [`SlotHash::KafkaMurmur2`]: Kafka's default partitioner, `toPositive(murmur2(key)) % P`:
 //!   a topic's partitions are fixed slots, and brokers hold whole partitions. Adding a broker
 //!   and reassigning partitions moves no key to another partition; raising P would (lab
@@ -15,6 +16,7 @@ use super::{key_hash, Membership, NodeId, PlacementTable, Scheme, SchemeError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotHash {
     Xxh3,
+    RedisCrc16,
     KafkaMurmur2,
 }
 
@@ -23,9 +25,41 @@ impl SlotHash {
     pub fn name(self) -> &'static str {
         match self {
             SlotHash::Xxh3 => "xxh3",
+            SlotHash::RedisCrc16 => "crc16",
             SlotHash::KafkaMurmur2 => "murmur2",
         }
     }
+}
+
+/// Redis Cluster's slot count: `HASH_SLOT = CRC16(key) mod 16384`.
+pub const REDIS_SLOTS: u32 = 16384;
+
+/// The CRC16 of the Redis Cluster specification: XMODEM (polynomial 0x1021, initial value 0, no
+/// reflection, no final xor).
+const REDIS_CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+
+/// The part of `key` Redis Cluster hashes: the bytes between the first `{` and the first `}`
+/// after it, when there is at least one byte between them; otherwise the whole key. So
+/// `{user1000}.following` and `{user1000}.followers` share a slot, and `foo{}{bar}` hashes whole.
+pub fn hash_tag(key: &[u8]) -> &[u8] {
+    let Some(open) = key.iter().position(|&b| b == b'{') else {
+        return key;
+    };
+    let rest = &key[open + 1..];
+    match rest.iter().position(|&b| b == b'}') {
+        Some(close) if close > 0 => &rest[..close],
+        _ => key,
+    }
+}
+
+/// Redis Cluster's CRC16 of `bytes` as they are (no hash tag taken).
+pub fn redis_slot_crc(bytes: &[u8]) -> u16 {
+    REDIS_CRC16.checksum(bytes)
+}
+
+/// Redis Cluster's slot of `key`, in 0..16384.
+pub fn redis_slot(key: &[u8]) -> u16 {
+    redis_slot_crc(hash_tag(key)) % REDIS_SLOTS as u16
 }
 
 /// Slots most schemes can afford: a table of 16 Mi entries is already 64 MiB per router.
@@ -56,6 +90,8 @@ impl FixedSlots {
         let slots = self.table.len();
         match self.hash {
             SlotHash::Xxh3 => (key_hash(key) % slots as u64) as usize,
+            // Redis fixes the slot count; any other count takes the CRC modulo that count.
+            SlotHash::RedisCrc16 => (REDIS_CRC16.checksum(hash_tag(key)) as usize) % slots,
             // `slots` is at most MAX_SLOTS, so it fits in i32, and the partition is in 0..slots.
             SlotHash::KafkaMurmur2 => {
                 protocol::partitioner::partition_for_key(key, slots as i32) as usize
@@ -98,10 +134,55 @@ mod tests {
         assert_eq!(slots.slot_of(b"order-8842"), 4);
     }
 
+    /// The Redis Cluster specification: "The CRC16 ... Output for "123456789": 31C3".
+    #[test]
+    fn redis_crc16_is_xmodem_with_the_specifications_check_value() {
+        assert_eq!(REDIS_CRC16.checksum(b"123456789"), 0x31C3);
+        assert_eq!(REDIS_CRC16.checksum(b""), 0);
+        // The check value is below 16384, so it is its own slot.
+        assert_eq!(redis_slot(b"123456789"), 0x31C3);
+        // CLUSTER KEYSLOT of the Redis documentation's examples.
+        assert_eq!(redis_slot(b"foo"), 12182);
+        assert_eq!(redis_slot(b"hello"), 866);
+        assert_eq!(redis_slot(b"somekey"), 11058);
+    }
+
+    /// The specification's hash-tag examples.
+    #[test]
+    fn a_hash_tag_is_the_first_non_empty_braces() {
+        assert_eq!(hash_tag(b"{user1000}.following"), b"user1000");
+        assert_eq!(
+            redis_slot(b"{user1000}.following"),
+            redis_slot(b"{user1000}.followers")
+        );
+        assert_eq!(redis_slot(b"{user1000}.following"), redis_slot(b"user1000"));
+        assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
+        assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
+        // Empty braces: the whole key is hashed.
+        assert_eq!(hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
+        assert_eq!(hash_tag(b"foo{bar"), b"foo{bar");
+        assert_eq!(hash_tag(b"foo}bar{"), b"foo}bar{");
+        assert_eq!(hash_tag(b"plain"), b"plain");
+        let fixed = FixedSlots::new(
+            SlotHash::RedisCrc16,
+            REDIS_SLOTS,
+            &Membership::uniform(3).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            fixed.slot_of(b"{user1000}.followers"),
+            redis_slot(b"user1000") as usize
+        );
+    }
+
     #[test]
     fn adding_a_node_moves_keys_only_to_it_and_removing_one_only_moves_its_keys() {
         let keys = test_keys(5_000, 6);
-        for (hash, slots) in [(SlotHash::Xxh3, 4096), (SlotHash::KafkaMurmur2, 60)] {
+        for (hash, slots) in [
+            (SlotHash::Xxh3, 4096),
+            (SlotHash::RedisCrc16, REDIS_SLOTS),
+            (SlotHash::KafkaMurmur2, 60),
+        ] {
             let four = Membership::uniform(4).unwrap();
             let fixed = FixedSlots::new(hash, slots, &four).unwrap();
             let grown = fixed.change(&four.grown(1)).unwrap();
