@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::lab::{Lab, LabContext, LabError};
 use crate::report::{LabReport, SkippedPhase};
 use crate::target::{self, Cluster};
-use figures::{Figures, Runs};
+use figures::{Figures, Runs, Zombies};
 pub use plan::IdempotenceArgs;
 use plan::Plan;
 
@@ -59,17 +59,25 @@ impl Lab for Idempotence {
         runtime.block_on(cluster.close());
         let runs = runs?;
         let figures = Figures::new(&runs);
-        let skipped: Vec<SkippedPhase> = runs
-            .resize
-            .as_ref()
-            .err()
-            .map(|reason| SkippedPhase {
-                phase: story::RESIZE_TITLE.to_string(),
+        let skipped_resize = runs.resize.as_ref().err();
+        let skipped_zombie = runs.zombie.as_ref().err();
+        let skipped: Vec<SkippedPhase> = [
+            (story::RESIZE_TITLE, skipped_resize),
+            (story::ZOMBIE_TITLE, skipped_zombie),
+        ]
+        .into_iter()
+        .filter_map(|(phase, reason)| {
+            reason.map(|reason| SkippedPhase {
+                phase: phase.to_string(),
                 reason: reason.clone(),
             })
-            .into_iter()
-            .collect();
-        let checks = figures::verdict(&figures, runs.resize.as_ref().err().map(String::as_str));
+        })
+        .collect();
+        let checks = figures::verdict(
+            &figures,
+            skipped_resize.map(String::as_str),
+            skipped_zombie.map(String::as_str),
+        );
         let n = &mut ctx.narrator;
         n.summary(&story::summary(&figures));
         let report = LabReport::new(Self::NAME, EXPECTED.to_string(), checks.shown(), &figures)?
@@ -129,10 +137,17 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     let restart = restart?;
     story::restart_evidence(n, &restart, &figures::restart_rows(&restart));
 
-    story::zombie_opening(n, plan);
-    let unfenced = zombie::run(cluster, plan, false).await?;
-    let fenced = zombie::run(cluster, plan, true).await?;
-    story::zombie_evidence(n, &unfenced, &fenced);
+    let lacking = zombie::lacking(cluster).await?;
+    story::zombie_opening(n, plan, lacking.as_deref());
+    let zombie = match lacking {
+        Some(reason) => Err(reason),
+        None => {
+            let unfenced = zombie::run(cluster, plan, false).await?;
+            let fenced = zombie::run(cluster, plan, true).await?;
+            story::zombie_evidence(n, &unfenced, &fenced);
+            Ok(Zombies { unfenced, fenced })
+        }
+    };
 
     Ok(Runs {
         seed: ctx.seed,
@@ -142,8 +157,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
         broker_side,
         resize,
         restart,
-        unfenced,
-        fenced,
+        zombie,
     })
 }
 
