@@ -61,6 +61,8 @@ pub struct Narrator {
     gate: Option<Gate>,
     /// The phase being told, from 1; 0 before the first.
     phase: usize,
+    /// Its title, which names it when it is too slow.
+    title: String,
 }
 
 impl Narrator {
@@ -98,6 +100,7 @@ impl Narrator {
             self.pause(Pause::Next);
         }
         self.phase += 1;
+        self.title = phase.title.into();
         self.emit(Event::Phase {
             number: self.phase,
             title: phase.title.into(),
@@ -107,6 +110,12 @@ impl Narrator {
             phase: self.phase,
             text: phase.predict.into(),
         });
+    }
+
+    /// The deadline of the phase just opened, for `work` (see [`crate::deadline`]): every lab
+    /// names a phase that is too slow the same way, `phase 2 (The same, with idempotence)`.
+    pub fn deadline(&self, work: crate::deadline::Work) -> crate::deadline::Deadline {
+        crate::deadline::Deadline::start(format!("phase {} ({})", self.phase, self.title), work)
     }
 
     /// Opens a phase that cannot run on this cluster, and says why; it asks no question.
