@@ -33,7 +33,10 @@ fn json_is_the_only_thing_on_stdout() {
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
     let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
-    assert_eq!(keys, vec!["expected", "figures", "lab", "measured", "shown"]);
+    assert_eq!(
+        keys,
+        vec!["expected", "figures", "lab", "measured", "shown"]
+    );
     assert!(report["measured"]["lookup_ns"].is_array(), "{report}");
     assert_eq!(report["lab"], "rehash");
     assert_eq!(report["shown"], true);

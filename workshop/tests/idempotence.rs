@@ -283,3 +283,78 @@ fn on_a_cluster_without_create_partitions_that_phase_is_skipped_and_the_rest_run
         "{topics:?} {groups:?}"
     );
 }
+
+/// A cluster with idempotent producers but no transactional ids (InitProducerId naming one is
+/// refused): the zombie writer's phase is skipped and says why, every other phase runs with
+/// its exact figures, and the verdict covers those.
+#[test]
+fn on_a_cluster_without_transactional_ids_the_zombie_phase_is_skipped_and_the_rest_runs() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(::tests::WithoutApi::without_transactional_ids(
+        ::tests::BrokerConfig::default(),
+    ));
+    let addr = cluster.addr.to_string();
+    let recorder = workshop::report::Recorder::new();
+    let view = recorder.clone();
+    let scale = ["--records", "40", "--lost-acks", "5", "--resends", "8"];
+    let args = [
+        &["idempotence", "--check", "--bootstrap", &addr][..],
+        &scale,
+    ]
+    .concat();
+    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
+    let report = outcome.report().unwrap();
+    let reason = "this cluster does not offer transactional ids (it answered UNSUPPORTED_VERSION)";
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    assert_eq!(report.skipped[0].reason, reason);
+    assert_eq!(
+        report.skipped[0].phase,
+        "Where it ends (3): a zombie writer, without fencing and with it"
+    );
+    assert!(report.shown, "{}", report.figures);
+    let f = &report.figures;
+    for phase_5 in [
+        "zombie_fenced",
+        "zombie_fenced_with",
+        "zombie_writes_accepted_without_fencing",
+        "updates_lost_without_fencing",
+        "zombie_writes_accepted_with_fencing",
+        "updates_lost_with_fencing",
+    ] {
+        assert!(f.get(phase_5).is_none(), "{phase_5} in {f}");
+    }
+    // The other phases as on any cluster, with the exact figures of this scale.
+    assert_eq!(n(f, "records_sent"), 40);
+    assert_eq!(n(f, "acks_lost"), 5);
+    assert_eq!(n(f, "duplicates_without_idempotence"), 5);
+    assert_eq!(n(f, "duplicates_with_idempotence"), 0);
+    assert_eq!(n(f, "duplicates_after_partition_change"), 8);
+    assert_eq!(n(f, "producer_restarts"), 3);
+    assert_eq!(n(f, "duplicates_after_producer_restart"), 3);
+
+    let text = workshop::report::Terminal::render(
+        &recorder.events(),
+        workshop::report::TerminalOptions::plain(100),
+    );
+    assert!(
+        text.contains("5. Where it ends (3): a zombie writer, without fencing and with it"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("Skipped: {reason}.")), "{text}");
+    assert!(
+        text.contains(
+            "skipped: the zombie writer did not run: this cluster does not offer transactional ids"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("for the phases that ran (skipped: zombie accepted without fencing;"),
+        "{text}"
+    );
+    // Nothing left behind: the skipped phase created no topic.
+    let (topics, groups) = support::leftovers(&addr);
+    assert!(
+        topics.is_empty() && groups.is_empty(),
+        "{topics:?} {groups:?}"
+    );
+}

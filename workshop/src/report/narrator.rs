@@ -64,6 +64,8 @@ pub struct Narrator {
     phase: usize,
     /// What the lab's clusters hold, for views that read the broker themselves.
     watch: Watch,
+    /// Its title, which names it when it is too slow.
+    title: String,
 }
 
 impl Narrator {
@@ -107,6 +109,7 @@ impl Narrator {
             self.pause(Pause::Next);
         }
         self.phase += 1;
+        self.title = phase.title.into();
         self.emit(Event::Phase {
             number: self.phase,
             title: phase.title.into(),
@@ -116,6 +119,12 @@ impl Narrator {
             phase: self.phase,
             text: phase.predict.into(),
         });
+    }
+
+    /// The deadline of the phase just opened, for `work` (see [`crate::deadline`]): every lab
+    /// names a phase that is too slow the same way, `phase 2 (The same, with idempotence)`.
+    pub fn deadline(&self, work: crate::deadline::Work) -> crate::deadline::Deadline {
+        crate::deadline::Deadline::start(format!("phase {} ({})", self.phase, self.title), work)
     }
 
     /// Opens a phase that cannot run on this cluster, and says why; it asks no question.

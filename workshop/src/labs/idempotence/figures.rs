@@ -63,6 +63,15 @@ pub struct Figures {
     /// Distinct producer ids the relay's instances got.
     pub producer_ids_after_restarts: u64,
     pub duplicates_after_producer_restart: u64,
+    /// Phase 5's figures, left out when the cluster offers no transactional ids.
+    #[serde(flatten)]
+    pub fencing: Option<Fencing>,
+    pub per_partition: PerPartition,
+}
+
+/// What phase 5 measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fencing {
     pub zombie_fenced: bool,
     /// The error that stopped the zombie (INVALID_PRODUCER_EPOCH from Kafka 2.7 on).
     pub zombie_fenced_with: Option<String>,
@@ -70,7 +79,6 @@ pub struct Figures {
     pub updates_lost_without_fencing: u64,
     pub zombie_writes_accepted_with_fencing: u64,
     pub updates_lost_with_fencing: u64,
-    pub per_partition: PerPartition,
 }
 
 /// What phase 3 measured.
@@ -96,6 +104,12 @@ pub struct Runs {
     /// Phase 3, or why the cluster could not run it.
     pub resize: Result<ResizeRun, String>,
     pub restart: RestartRun,
+    /// Phase 5, or why the cluster could not run it.
+    pub zombie: Result<Zombies, String>,
+}
+
+/// Phase 5's two runs: the zombie without fencing and with it.
+pub struct Zombies {
     pub unfenced: ZombieRun,
     pub fenced: ZombieRun,
 }
@@ -129,12 +143,14 @@ impl Figures {
             producer_restarts: restarts,
             producer_ids_after_restarts: ids.len() as u64,
             duplicates_after_producer_restart: runs.restart.log.duplicates(),
-            zombie_fenced: runs.fenced.zombie_stopped,
-            zombie_fenced_with: runs.fenced.refused_with.clone(),
-            zombie_writes_accepted_without_fencing: runs.unfenced.zombie_accepted(),
-            updates_lost_without_fencing: runs.unfenced.lost_updates(),
-            zombie_writes_accepted_with_fencing: runs.fenced.zombie_accepted(),
-            updates_lost_with_fencing: runs.fenced.lost_updates(),
+            fencing: runs.zombie.as_ref().ok().map(|z| Fencing {
+                zombie_fenced: z.fenced.zombie_stopped,
+                zombie_fenced_with: z.fenced.refused_with.clone(),
+                zombie_writes_accepted_without_fencing: z.unfenced.zombie_accepted(),
+                updates_lost_without_fencing: z.unfenced.lost_updates(),
+                zombie_writes_accepted_with_fencing: z.fenced.zombie_accepted(),
+                updates_lost_with_fencing: z.fenced.lost_updates(),
+            }),
             per_partition: PerPartition {
                 without_idempotence: loss_rows(&runs.plain),
                 with_idempotence: loss_rows(&runs.idempotent),
@@ -222,8 +238,9 @@ pub fn restart_rows(run: &RestartRun) -> Vec<PartitionRow> {
 /// facing the same failure: a run without lost acknowledgements, a partition change that moved
 /// nothing, or a zombie nobody fenced is not shown.
 ///
-/// `skipped_resize` says why phase 3 did not run, when it did not: its check is skipped.
-pub fn verdict(f: &Figures, skipped_resize: Option<&str>) -> Checks {
+/// `skipped_resize` and `skipped_zombie` say why phase 3 or 5 did not run, when it did not:
+/// its checks are skipped.
+pub fn verdict(f: &Figures, skipped_resize: Option<&str>, skipped_zombie: Option<&str>) -> Checks {
     let mut checks = Checks::new();
     checks.check(
         "duplicates without idempotence",
@@ -273,26 +290,40 @@ pub fn verdict(f: &Figures, skipped_resize: Option<&str>) -> Checks {
             f.producer_restarts, f.producer_ids_after_restarts, f.duplicates_after_producer_restart
         ),
     );
-    checks.check(
-        "zombie accepted without fencing",
-        f.zombie_writes_accepted_without_fencing > 0 && f.updates_lost_without_fencing > 0,
-        format!(
-            "without fencing: {} writes of the zombie accepted, {} updates of its successor lost (must be above 0)",
-            f.zombie_writes_accepted_without_fencing, f.updates_lost_without_fencing
-        ),
-    );
-    checks.check(
-        "zombie fenced",
-        f.zombie_fenced
-            && f.zombie_writes_accepted_with_fencing == 0
-            && f.updates_lost_with_fencing == 0,
-        format!(
-            "with fencing: zombie fenced = {} ({}), {} of its writes accepted, {} updates lost (must be 0)",
-            f.zombie_fenced,
-            f.zombie_fenced_with.as_deref().unwrap_or("no fencing error"),
-            f.zombie_writes_accepted_with_fencing,
-            f.updates_lost_with_fencing
-        ),
-    );
+    const UNFENCED: &str = "zombie accepted without fencing";
+    const FENCED: &str = "zombie fenced";
+    match &f.fencing {
+        Some(z) => {
+            checks.check(
+                UNFENCED,
+                z.zombie_writes_accepted_without_fencing > 0 && z.updates_lost_without_fencing > 0,
+                format!(
+                    "without fencing: {} writes of the zombie accepted, {} updates of its successor lost (must be above 0)",
+                    z.zombie_writes_accepted_without_fencing, z.updates_lost_without_fencing
+                ),
+            );
+            checks.check(
+                FENCED,
+                z.zombie_fenced
+                    && z.zombie_writes_accepted_with_fencing == 0
+                    && z.updates_lost_with_fencing == 0,
+                format!(
+                    "with fencing: zombie fenced = {} ({}), {} of its writes accepted, {} updates lost (must be 0)",
+                    z.zombie_fenced,
+                    z.zombie_fenced_with.as_deref().unwrap_or("no fencing error"),
+                    z.zombie_writes_accepted_with_fencing,
+                    z.updates_lost_with_fencing
+                ),
+            );
+        }
+        None => {
+            let reason = format!(
+                "the zombie writer did not run: {}",
+                skipped_zombie.unwrap_or("its phase did not run")
+            );
+            checks.skip(UNFENCED, reason.clone());
+            checks.skip(FENCED, reason);
+        }
+    }
     checks
 }

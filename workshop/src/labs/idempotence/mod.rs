@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::lab::{Lab, LabContext, LabError};
 use crate::report::{LabReport, SkippedPhase};
 use crate::target::{self, Cluster};
-use figures::{Figures, Runs};
+use figures::{Figures, Runs, Zombies};
 pub use plan::IdempotenceArgs;
 use plan::Plan;
 
@@ -59,17 +59,25 @@ impl Lab for Idempotence {
         runtime.block_on(cluster.close());
         let runs = runs?;
         let figures = Figures::new(&runs);
-        let skipped: Vec<SkippedPhase> = runs
-            .resize
-            .as_ref()
-            .err()
-            .map(|reason| SkippedPhase {
-                phase: story::RESIZE_TITLE.to_string(),
+        let skipped_resize = runs.resize.as_ref().err();
+        let skipped_zombie = runs.zombie.as_ref().err();
+        let skipped: Vec<SkippedPhase> = [
+            (story::RESIZE_TITLE, skipped_resize),
+            (story::ZOMBIE_TITLE, skipped_zombie),
+        ]
+        .into_iter()
+        .filter_map(|(phase, reason)| {
+            reason.map(|reason| SkippedPhase {
+                phase: phase.to_string(),
                 reason: reason.clone(),
             })
-            .into_iter()
-            .collect();
-        let checks = figures::verdict(&figures, runs.resize.as_ref().err().map(String::as_str));
+        })
+        .collect();
+        let checks = figures::verdict(
+            &figures,
+            skipped_resize.map(String::as_str),
+            skipped_zombie.map(String::as_str),
+        );
         let n = &mut ctx.narrator;
         n.summary(&story::summary(&figures));
         let report = LabReport::new(Self::NAME, EXPECTED.to_string(), checks.shown(), &figures)?
@@ -90,16 +98,32 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     let records = u64::from(plan.records);
     story::lost_acks_opening(n, plan, &cluster.name("payments"));
     let progress = n.progress(records, "sending payments");
-    let plain = lost_acks::run(cluster, plan, false, loss_seed, &progress).await;
+    let deadline = n.deadline(plan.sends(1, plan.payments()));
+    let plain = deadline
+        .run(
+            &progress,
+            lost_acks::run(cluster, plan, false, loss_seed, &progress),
+        )
+        .await;
     progress.finish();
     let plain = plain?;
     story::lost_acks_evidence(n, &plain, &figures::loss_rows(&plain));
 
     story::idempotent_opening(n, plan, &cluster.name("payments-idempotent"));
     let progress = n.progress(records * 2, "sending payments");
-    let idempotent = lost_acks::run(cluster, plan, true, loss_seed, &progress).await;
+    // Once against any cluster, once more with the embedded broker dropping the answers.
+    let deadline = n.deadline(plan.sends(2, plan.payments()));
+    let idempotent = deadline
+        .run(
+            &progress,
+            lost_acks::run(cluster, plan, true, loss_seed, &progress),
+        )
+        .await;
     let broker_side = match idempotent {
-        Ok(_) => lost_acks::run_broker_side(cluster, plan, loss_seed, &progress).await,
+        Ok(_) => {
+            let again = lost_acks::run_broker_side(cluster, plan, loss_seed, &progress);
+            deadline.run(&progress, again).await
+        }
         Err(_) => Ok(None),
     };
     progress.finish();
@@ -114,7 +138,13 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
         Some(reason) => Err(reason),
         None => {
             let progress = n.progress(records, "sending orders");
-            let resize = resize::run(cluster, plan, chosen, &progress).await;
+            // The orders, the re-sends, and the partition change with its metadata.
+            let mut work = plan.sends(1, records + u64::from(plan.resends));
+            work.round_trips += 2;
+            let deadline = n.deadline(work);
+            let resize = deadline
+                .run(&progress, resize::run(cluster, plan, chosen, &progress))
+                .await;
             progress.finish();
             let resize = resize?;
             story::resize_evidence(n, &resize, &figures::resize_rows(&resize));
@@ -124,15 +154,34 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
 
     story::restart_opening(n, plan, &cluster.name("events"));
     let progress = n.progress(records, "relaying events");
-    let restart = restart::run(cluster, plan, &mut rng, &progress).await;
+    // Each instance starts with its own InitProducerId and re-sends the event it died on.
+    let mut work = plan.sends(1, records + u64::from(plan.restarts));
+    work.round_trips += u64::from(plan.restarts);
+    let deadline = n.deadline(work);
+    let restart = deadline
+        .run(&progress, restart::run(cluster, plan, &mut rng, &progress))
+        .await;
     progress.finish();
     let restart = restart?;
     story::restart_evidence(n, &restart, &figures::restart_rows(&restart));
 
-    story::zombie_opening(n, plan);
-    let unfenced = zombie::run(cluster, plan, false).await?;
-    let fenced = zombie::run(cluster, plan, true).await?;
-    story::zombie_evidence(n, &unfenced, &fenced);
+    let lacking = zombie::lacking(cluster).await?;
+    story::zombie_opening(n, plan, lacking.as_deref());
+    let zombie = match lacking {
+        Some(reason) => Err(reason),
+        None => {
+            let deadline = n.deadline(plan.zombie_work());
+            let writing = "writing balances as the zombie and its successor";
+            let unfenced = deadline
+                .wait(writing, zombie::run(cluster, plan, false))
+                .await?;
+            let fenced = deadline
+                .wait(writing, zombie::run(cluster, plan, true))
+                .await?;
+            story::zombie_evidence(n, &unfenced, &fenced);
+            Ok(Zombies { unfenced, fenced })
+        }
+    };
 
     Ok(Runs {
         seed: ctx.seed,
@@ -142,8 +191,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
         broker_side,
         resize,
         restart,
-        unfenced,
-        fenced,
+        zombie,
     })
 }
 
@@ -166,4 +214,58 @@ fn producer_config(idempotent: bool, lose_acks: Option<AckLoss>) -> ProducerConf
 /// A producer error the lab did not cause on purpose, as one line.
 fn send_error(what: &str, err: &client::Error) -> LabError {
     target::broker_error(what, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::Target;
+    use crate::report::Narrator;
+    use crate::stop::Stop;
+    use broker::faults::Fault;
+
+    /// A broker that answers every produce a minute late: phase 1 ends at its deadline, derived
+    /// from its requests, with one line naming the phase and how far it got (paused clock).
+    #[tokio::test(start_paused = true)]
+    async fn a_stuck_phase_ends_at_its_deadline_and_says_where() {
+        let mut ctx = LabContext {
+            seed: 5,
+            target: Target::Embedded,
+            narrator: Narrator::new(),
+            stop: Stop::never(),
+        };
+        let plan = Plan::new(&IdempotenceArgs {
+            records: 2,
+            lost_acks: 0,
+            partitions: 1,
+            resends: 0,
+            restarts: 1,
+            accounts: 1,
+        })
+        .unwrap();
+        let cluster = Cluster::open(&ctx.target, &ctx.stop, "test").await.unwrap();
+        cluster.embedded().unwrap().faults().add(Fault::Delay {
+            api: Some(ApiKey::Produce),
+            delay: Duration::from_secs(60),
+        });
+        let started = tokio::time::Instant::now();
+        let err = match phases(&cluster, &plan, &mut ctx).await {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("phase 1 finished against a broker that does not answer"),
+        };
+        // The deadline starts with the phase, a moment after the broker (its first timers).
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_secs(16) && elapsed < Duration::from_secs(17),
+            "{elapsed:?}"
+        );
+        assert_eq!(
+            err,
+            "phase 1 (Lost acknowledgements, no idempotence) was too slow: not done within 16 s \
+             (6 round trips x 1 s + 2 records x 25 µs + 10 s); it was sending payments, 0 of 2 \
+             done. Is the broker overloaded or slowed down? A smaller run (fewer records) needs \
+             less time"
+        );
+        cluster.close().await;
+    }
 }

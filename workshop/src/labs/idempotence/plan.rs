@@ -2,7 +2,12 @@
 
 use clap::value_parser;
 
+use crate::deadline::Work;
 use crate::lab::LabError;
+
+/// Requests of every producer run besides its sends, one after another: creating the topic,
+/// InitProducerId, the end offsets, and the fetches that read it back.
+const SETUP_ROUND_TRIPS: u64 = 4;
 
 const MAX_RECORDS: i64 = 100_000;
 const MAX_PARTITIONS: i64 = 1000;
@@ -79,6 +84,31 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// The work of a phase whose producers make `runs` runs of `sends` requests each, every one
+    /// waiting for its answer (no linger), and read what they wrote back in bulk.
+    pub fn sends(&self, runs: u64, sends: u64) -> Work {
+        Work {
+            round_trips: runs * (sends + SETUP_ROUND_TRIPS),
+            records: runs * sends,
+            ..Work::default()
+        }
+    }
+
+    /// Phases 1 and 2 send every payment once, and once more for each lost acknowledgement.
+    pub fn payments(&self) -> u64 {
+        u64::from(self.records) + self.lost_acks
+    }
+
+    /// Phase 5: each writer writes every account once (A twice), plus the probe for a
+    /// transactional id.
+    pub fn zombie_work(&self) -> Work {
+        let mut work = self.sends(2, 3 * u64::from(self.accounts) + 1);
+        work.round_trips += 1;
+        work
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +135,19 @@ mod tests {
         assert!(too_many(|a| a.lost_acks = 21).contains("--lost-acks"));
         assert!(too_many(|a| a.resends = 21).contains("--resends"));
         assert!(too_many(|a| a.restarts = 20).contains("--restarts 19"));
+    }
+
+    #[test]
+    fn each_phase_gets_the_time_of_its_requests() {
+        let plan = Plan::new(&args()).unwrap();
+        // 20 payments and 3 retries, twice over with idempotence: 2 x (23 + 4) round trips.
+        let work = plan.sends(2, plan.payments());
+        assert_eq!((work.round_trips, work.records), (54, 46));
+        assert_eq!(
+            work.limit(&crate::deadline::Budget::KAFKA),
+            std::time::Duration::from_micros(64_001_150)
+        );
+        // Two writers over 2 accounts, two runs, and the probe.
+        assert_eq!(plan.zombie_work().round_trips, 2 * (7 + 4) + 1);
     }
 }

@@ -13,6 +13,7 @@ use client::LostAck;
 use crate::report::{self, Align, Narrator, Phase, Summary, Table};
 
 pub const RESIZE_TITLE: &str = "Where it ends (1): the partition count changes";
+pub const ZOMBIE_TITLE: &str = "Where it ends (3): a zombie writer, without fencing and with it";
 
 /// Lines of per-record evidence shown before "... and N more".
 const SHOWN: usize = 6;
@@ -366,7 +367,8 @@ pub fn restart_evidence(n: &mut Narrator, run: &RestartRun, rows: &[PartitionRow
     });
 }
 
-pub fn zombie_opening(n: &mut Narrator, plan: &Plan) {
+/// Phase 5's opening; `lacking` says why the cluster cannot run it (shown as skipped).
+pub fn zombie_opening(n: &mut Narrator, plan: &Plan, lacking: Option<&str>) {
     let about = format!(
         "Writer A owns {} accounts and writes their balances ({OPENING}). A stalls (a long GC pause); \
          ownership moves to writer B, which reads the balances and books a deposit of +{DEPOSIT}. Then A \
@@ -376,11 +378,15 @@ pub fn zombie_opening(n: &mut Narrator, plan: &Plan) {
          transactional id: its epoch is the fencing token of seed 003, section 5.",
         plan.accounts
     );
-    n.phase(Phase {
-        title: "Where it ends (3): a zombie writer, without fencing and with it",
+    let phase = Phase {
+        title: ZOMBIE_TITLE,
         about: &about,
         predict: "without fencing, which balance survives? With fencing, what happens to A?",
-    });
+    };
+    match lacking {
+        Some(reason) => n.skip(phase, reason),
+        None => n.phase(phase),
+    }
 }
 
 pub fn zombie_evidence(n: &mut Narrator, unfenced: &ZombieRun, fenced: &ZombieRun) {
@@ -506,18 +512,21 @@ pub fn summary(f: &Figures) -> Summary {
                 "{} producer restarts gave {} producer ids and {} duplicates.",
                 f.producer_restarts, f.producer_ids_after_restarts, f.duplicates_after_producer_restart
             ),
-            format!(
-                "Without fencing the zombie's {} late writes were accepted and {} deposits lost; {}.",
-                f.zombie_writes_accepted_without_fencing,
-                f.updates_lost_without_fencing,
-                match (f.zombie_fenced, &f.zombie_fenced_with) {
-                    (true, Some(error)) => format!("with the epoch it was refused ({error}) and stopped"),
-                    _ => format!(
-                        "with the epoch it was not stopped: {} late writes accepted, {} deposits lost",
-                        f.zombie_writes_accepted_with_fencing, f.updates_lost_with_fencing
-                    ),
-                }
-            ),
+            match &f.fencing {
+                Some(z) => format!(
+                    "Without fencing the zombie's {} late writes were accepted and {} deposits lost; {}.",
+                    z.zombie_writes_accepted_without_fencing,
+                    z.updates_lost_without_fencing,
+                    match (z.zombie_fenced, &z.zombie_fenced_with) {
+                        (true, Some(error)) => format!("with the epoch it was refused ({error}) and stopped"),
+                        _ => format!(
+                            "with the epoch it was not stopped: {} late writes accepted, {} deposits lost",
+                            z.zombie_writes_accepted_with_fencing, z.updates_lost_with_fencing
+                        ),
+                    }
+                ),
+                None => "The zombie writer was not run: this cluster offers no transactional ids.".to_string(),
+            },
         ],
         why: vec![
             "A sender cannot tell a lost request from a lost answer: it must retry, and a retry of something already written is a duplicate. Exactly-once delivery is not a property of a channel.".into(),

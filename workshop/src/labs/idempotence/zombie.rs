@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use client::{Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
+use client::{ApiKey, Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
 
 use super::{producer_config, send_error, Plan};
 use crate::lab::LabError;
@@ -160,6 +160,42 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
         refused_with: fenced_by,
         zombie_stopped,
     })
+}
+
+/// Why the cluster cannot run this phase, or `None` when it can: both writers need a producer id
+/// (InitProducerId), and the fenced pair a transactional id. Another Kafka-protocol broker may
+/// offer idempotence without transactions; it then refuses InitProducerId with a transactional
+/// id, or names no coordinator for one. A producer started with a transactional id of its own
+/// finds out, as the fenced writers would, without touching their id's epoch.
+pub async fn lacking(cluster: &Cluster) -> Result<Option<String>, LabError> {
+    if let Some(reason) = cluster.lacks(ApiKey::InitProducerId).await? {
+        return Ok(Some(reason));
+    }
+    let config = ProducerConfig {
+        transactional_id: Some(cluster.name("ledger-probe")),
+        ..producer_config(true, None)
+    };
+    let what = "asking the cluster for a transactional id";
+    let probe =
+        Producer::new(cluster.client().clone(), config).map_err(|e| send_error(what, &e))?;
+    let answer = probe.producer_id().await;
+    probe.close().await;
+    match answer {
+        Ok(_) => Ok(None),
+        Err(e) => {
+            let cause = e.fatal_cause().unwrap_or(&e);
+            match (cause.server(), cause.unsupported_api()) {
+                (Some(refused), _) => Ok(Some(format!(
+                    "this cluster does not offer transactional ids (it answered {})",
+                    refused.name()
+                ))),
+                (None, Some(_)) => Ok(Some(
+                    "this cluster does not offer transactional ids".to_string(),
+                )),
+                (None, None) => Err(send_error(what, &e)),
+            }
+        }
+    }
 }
 
 async fn start(
