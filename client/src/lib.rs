@@ -54,6 +54,7 @@ pub mod offsets;
 pub mod producer;
 pub mod record;
 pub mod retry;
+pub mod signals;
 
 pub use admin::{Admin, NewTopic};
 pub use client::{Client, ClientConfig};

@@ -18,6 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
+use client::signals::Signals;
+
 use crate::report::Gate;
 
 /// A stop that every clone sees.
@@ -132,44 +134,6 @@ impl std::fmt::Debug for Stop {
         f.debug_struct("Stop")
             .field("requested", &self.is_requested())
             .finish()
-    }
-}
-
-#[cfg(unix)]
-struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-}
-
-#[cfg(unix)]
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Self {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        })
-    }
-
-    async fn next(&mut self) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
-        }
-    }
-}
-
-#[cfg(not(unix))]
-struct Signals;
-
-#[cfg(not(unix))]
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        Ok(Self)
-    }
-
-    async fn next(&mut self) {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

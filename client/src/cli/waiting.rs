@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use client::signals::Signals;
+
 use super::Failure;
 
 /// SIGINT and SIGTERM, watched for the whole run. The first asks the command to stop (a group
@@ -40,44 +42,6 @@ impl Stop {
             // The signal task never ends; without it, no stop can come.
             std::future::pending::<()>().await;
         }
-    }
-}
-
-#[cfg(unix)]
-struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-}
-
-#[cfg(unix)]
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Self {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        })
-    }
-
-    async fn next(&mut self) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
-        }
-    }
-}
-
-#[cfg(not(unix))]
-struct Signals;
-
-#[cfg(not(unix))]
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        Ok(Self)
-    }
-
-    async fn next(&mut self) {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
