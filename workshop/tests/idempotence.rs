@@ -358,3 +358,122 @@ fn on_a_cluster_without_transactional_ids_the_zombie_phase_is_skipped_and_the_re
         "{topics:?} {groups:?}"
     );
 }
+
+/// A cluster without InitProducerId at all (no idempotent producers): every phase that needs
+/// one is skipped with the same line, phase 1 (a plain producer) runs with the exact figures of
+/// any cluster, and the verdict covers it alone.
+#[test]
+fn on_a_cluster_without_init_producer_id_only_the_plain_producer_runs() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(::tests::WithoutApi::start(
+        ::tests::BrokerConfig::default(),
+        client::ApiKey::InitProducerId as i16,
+    ));
+    let addr = cluster.addr.to_string();
+    let recorder = workshop::report::Recorder::new();
+    let view = recorder.clone();
+    let args = ["idempotence", "--check", "--bootstrap", &addr];
+    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
+    let report = outcome.report().unwrap();
+    let reason = "this cluster does not offer InitProducerId (idempotent producers)";
+    let skipped: Vec<(&str, &str)> = report
+        .skipped
+        .iter()
+        .map(|s| (s.phase.as_str(), s.reason.as_str()))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("The same, with idempotence", reason),
+            ("Where it ends (1): the partition count changes", reason),
+            ("Where it ends (2): the producer restarts", reason),
+            (
+                "Where it ends (3): a zombie writer, without fencing and with it",
+                reason
+            ),
+        ]
+    );
+    assert!(report.shown, "{}", report.figures);
+    assert_eq!(report.exit_code(), 0);
+
+    // Phase 1's figures, exactly those of the default run; nothing of the skipped phases.
+    let f = &report.figures;
+    let default = &default_run().figures;
+    let phase_1 = [
+        "seed",
+        "records_sent",
+        "partitions",
+        "acks_lost",
+        "duplicates_without_idempotence",
+    ];
+    let mut expected = serde_json::Map::new();
+    for key in phase_1 {
+        expected.insert(key.to_string(), default[key].clone());
+    }
+    expected.insert(
+        "per_partition".to_string(),
+        serde_json::json!({
+            "without_idempotence": default["per_partition"]["without_idempotence"],
+            "with_idempotence": null,
+            "after_partition_change": null,
+            "after_producer_restart": null,
+        }),
+    );
+    assert_eq!(*f, Value::Object(expected));
+    assert_eq!(n(f, "duplicates_without_idempotence"), 12);
+
+    let text = workshop::report::Terminal::render(
+        &recorder.events(),
+        workshop::report::TerminalOptions::plain(100),
+    );
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Each skipped phase tells its story, then why it did not run, and asks nothing.
+    let sections: Vec<&str> = text.split("── ").collect();
+    for phase in [
+        "2. The same, with idempotence",
+        "3. Where it ends (1): the partition count changes",
+        "4. Where it ends (2): the producer restarts",
+        "5. Where it ends (3): a zombie writer, without fencing and with it",
+    ] {
+        let section = sections
+            .iter()
+            .find(|s| s.starts_with(phase))
+            .unwrap_or_else(|| panic!("no phase {phase} in {text}"));
+        assert!(
+            section.trim_end().ends_with(&format!("Skipped: {reason}.")),
+            "{section}"
+        );
+        assert!(!section.contains("Predict:"), "{section}");
+    }
+    assert_eq!(words.matches("Skipped: ").count(), 4, "{text}");
+    assert!(
+        words.contains(&format!(
+            "12 duplicate payments without idempotence; the idempotent producer did not run: \
+             {reason}."
+        )),
+        "{text}"
+    );
+    for check in [
+        "skipped: no idempotent producer ran: this cluster does not offer InitProducerId",
+        "skipped: the partition change was not made: this cluster does not offer InitProducerId",
+        "skipped: the relay's producers did not run: this cluster does not offer InitProducerId",
+        "skipped: the zombie writer did not run: this cluster does not offer InitProducerId",
+    ] {
+        assert!(words.contains(check), "{check} not in {text}");
+    }
+    assert!(
+        words.contains(
+            "for the phases that ran (skipped: none with idempotence; duplicates after the \
+             partition change; duplicates after restarts; zombie accepted without fencing; \
+             zombie fenced)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Kafka 2.1"), "{text}");
+    // Nothing left behind: the skipped phases created no topic.
+    let (topics, groups) = support::leftovers(&addr);
+    assert!(
+        topics.is_empty() && groups.is_empty(),
+        "{topics:?} {groups:?}"
+    );
+}

@@ -34,10 +34,10 @@ pub struct PartitionRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct PerPartition {
     pub without_idempotence: Vec<PartitionRow>,
-    pub with_idempotence: Vec<PartitionRow>,
-    /// Null when phase 3 was skipped.
+    /// Null when phase 2 was skipped, and so on: a phase the cluster could not run has no table.
+    pub with_idempotence: Option<Vec<PartitionRow>>,
     pub after_partition_change: Option<Vec<PartitionRow>>,
-    pub after_producer_restart: Vec<PartitionRow>,
+    pub after_producer_restart: Option<Vec<PartitionRow>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -48,6 +48,25 @@ pub struct Figures {
     /// Acknowledgements lost in phase 1 (no idempotence).
     pub acks_lost: u64,
     pub duplicates_without_idempotence: u64,
+    /// Phase 2's figures, left out when the cluster offers no idempotent producers (nor do
+    /// phases 3 to 5 then run).
+    #[serde(flatten)]
+    pub idempotence: Option<WithIdempotence>,
+    /// Phase 3's figures, left out when the cluster cannot change a partition count.
+    #[serde(flatten)]
+    pub partition_change: Option<PartitionChange>,
+    /// Phase 4's figures, left out when the cluster offers no idempotent producers.
+    #[serde(flatten)]
+    pub restarts: Option<Restarts>,
+    /// Phase 5's figures, left out when the cluster offers no transactional ids.
+    #[serde(flatten)]
+    pub fencing: Option<Fencing>,
+    pub per_partition: PerPartition,
+}
+
+/// What phase 2 measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct WithIdempotence {
     /// Acknowledgements lost in phase 2: the same ones, so the fix faced the same failure.
     pub acks_lost_with_idempotence: u64,
     pub duplicates_with_idempotence: u64,
@@ -56,17 +75,15 @@ pub struct Figures {
     /// the client-side loss above is the failure every target can show.
     pub broker_side_acks_dropped: Option<u64>,
     pub broker_side_duplicates: Option<u64>,
-    /// Phase 3's figures, left out when the cluster cannot change a partition count.
-    #[serde(flatten)]
-    pub partition_change: Option<PartitionChange>,
+}
+
+/// What phase 4 measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Restarts {
     pub producer_restarts: u64,
     /// Distinct producer ids the relay's instances got.
     pub producer_ids_after_restarts: u64,
     pub duplicates_after_producer_restart: u64,
-    /// Phase 5's figures, left out when the cluster offers no transactional ids.
-    #[serde(flatten)]
-    pub fencing: Option<Fencing>,
-    pub per_partition: PerPartition,
 }
 
 /// What phase 5 measured.
@@ -97,15 +114,38 @@ pub struct PartitionChange {
 pub struct Runs {
     pub seed: u64,
     pub plain: LossRun,
-    pub idempotent: LossRun,
-    /// Phase 2 again with the embedded broker dropping the answers; `None` under --bootstrap.
+    /// Phase 2, or why the cluster could not run it; the same for phases 3 to 5.
+    pub idempotent: Result<LossRun, String>,
+    /// Phase 2 again with the embedded broker dropping the answers; `None` under --bootstrap,
+    /// and when phase 2 did not run.
     pub broker_side: Option<LossRun>,
     pub partitions: i32,
-    /// Phase 3, or why the cluster could not run it.
     pub resize: Result<ResizeRun, String>,
-    pub restart: RestartRun,
-    /// Phase 5, or why the cluster could not run it.
+    pub restart: Result<RestartRun, String>,
     pub zombie: Result<Zombies, String>,
+}
+
+/// Why each phase that did not run was skipped (`this cluster does not offer ...`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Skips<'a> {
+    pub idempotent: Option<&'a str>,
+    pub resize: Option<&'a str>,
+    pub restart: Option<&'a str>,
+    pub zombie: Option<&'a str>,
+}
+
+impl Runs {
+    pub fn skips(&self) -> Skips<'_> {
+        fn why<T>(phase: &Result<T, String>) -> Option<&str> {
+            phase.as_ref().err().map(String::as_str)
+        }
+        Skips {
+            idempotent: why(&self.idempotent),
+            resize: why(&self.resize),
+            restart: why(&self.restart),
+            zombie: why(&self.zombie),
+        }
+    }
 }
 
 /// Phase 5's two runs: the zombie without fencing and with it.
@@ -116,23 +156,18 @@ pub struct Zombies {
 
 impl Figures {
     pub fn new(runs: &Runs) -> Self {
-        let restarts = runs.restart.instances.len().saturating_sub(1) as u64;
-        let ids: BTreeSet<i64> = runs
-            .restart
-            .instances
-            .iter()
-            .map(|i| i.producer.producer_id)
-            .collect();
         Figures {
             seed: runs.seed,
             records_sent: runs.plain.sent.len() as u64,
             partitions: runs.partitions,
             acks_lost: runs.plain.acks_lost,
             duplicates_without_idempotence: runs.plain.log.duplicates(),
-            acks_lost_with_idempotence: runs.idempotent.acks_lost,
-            duplicates_with_idempotence: runs.idempotent.log.duplicates(),
-            broker_side_acks_dropped: runs.broker_side.as_ref().map(|r| r.acks_lost),
-            broker_side_duplicates: runs.broker_side.as_ref().map(|r| r.log.duplicates()),
+            idempotence: runs.idempotent.as_ref().ok().map(|run| WithIdempotence {
+                acks_lost_with_idempotence: run.acks_lost,
+                duplicates_with_idempotence: run.log.duplicates(),
+                broker_side_acks_dropped: runs.broker_side.as_ref().map(|r| r.acks_lost),
+                broker_side_duplicates: runs.broker_side.as_ref().map(|r| r.log.duplicates()),
+            }),
             partition_change: runs.resize.as_ref().ok().map(|resize| PartitionChange {
                 partitions_after_change: resize.after,
                 resends_after_partition_change: resize.resent.len() as u64,
@@ -140,9 +175,7 @@ impl Figures {
                 duplicates_after_partition_change: resize.log.duplicates(),
                 duplicates_in_another_partition: resize.log.split_ids(),
             }),
-            producer_restarts: restarts,
-            producer_ids_after_restarts: ids.len() as u64,
-            duplicates_after_producer_restart: runs.restart.log.duplicates(),
+            restarts: runs.restart.as_ref().ok().map(Restarts::of),
             fencing: runs.zombie.as_ref().ok().map(|z| Fencing {
                 zombie_fenced: z.fenced.zombie_stopped,
                 zombie_fenced_with: z.fenced.refused_with.clone(),
@@ -153,10 +186,25 @@ impl Figures {
             }),
             per_partition: PerPartition {
                 without_idempotence: loss_rows(&runs.plain),
-                with_idempotence: loss_rows(&runs.idempotent),
+                with_idempotence: runs.idempotent.as_ref().ok().map(loss_rows),
                 after_partition_change: runs.resize.as_ref().ok().map(resize_rows),
-                after_producer_restart: restart_rows(&runs.restart),
+                after_producer_restart: runs.restart.as_ref().ok().map(restart_rows),
             },
+        }
+    }
+}
+
+impl Restarts {
+    fn of(run: &RestartRun) -> Self {
+        let ids: BTreeSet<i64> = run
+            .instances
+            .iter()
+            .map(|i| i.producer.producer_id)
+            .collect();
+        Restarts {
+            producer_restarts: run.instances.len().saturating_sub(1) as u64,
+            producer_ids_after_restarts: ids.len() as u64,
+            duplicates_after_producer_restart: run.log.duplicates(),
         }
     }
 }
@@ -238,9 +286,8 @@ pub fn restart_rows(run: &RestartRun) -> Vec<PartitionRow> {
 /// facing the same failure: a run without lost acknowledgements, a partition change that moved
 /// nothing, or a zombie nobody fenced is not shown.
 ///
-/// `skipped_resize` and `skipped_zombie` say why phase 3 or 5 did not run, when it did not:
-/// its checks are skipped.
-pub fn verdict(f: &Figures, skipped_resize: Option<&str>, skipped_zombie: Option<&str>) -> Checks {
+/// `skips` says why a phase did not run, when it did not: its checks are skipped.
+pub fn verdict(f: &Figures, skips: &Skips) -> Checks {
     let mut checks = Checks::new();
     checks.check(
         "duplicates without idempotence",
@@ -250,17 +297,26 @@ pub fn verdict(f: &Figures, skipped_resize: Option<&str>, skipped_zombie: Option
             f.acks_lost, f.duplicates_without_idempotence
         ),
     );
-    checks.check(
-        "none with idempotence",
-        f.acks_lost_with_idempotence == f.acks_lost && f.duplicates_with_idempotence == 0,
-        format!(
-            "with idempotence: the same {} acknowledgements lost, {} duplicates (must be 0)",
-            f.acks_lost_with_idempotence, f.duplicates_with_idempotence
+    const IDEMPOTENT: &str = "none with idempotence";
+    match &f.idempotence {
+        Some(i) => {
+            checks.check(
+                IDEMPOTENT,
+                i.acks_lost_with_idempotence == f.acks_lost && i.duplicates_with_idempotence == 0,
+                format!(
+                    "with idempotence: the same {} acknowledgements lost, {} duplicates (must be 0)",
+                    i.acks_lost_with_idempotence, i.duplicates_with_idempotence
+                ),
+            );
+        }
+        None => checks.skip(
+            IDEMPOTENT,
+            not_run("no idempotent producer ran", skips.idempotent),
         ),
-    );
+    }
     const PARTITION_CHANGE: &str = "duplicates after the partition change";
-    match (&f.partition_change, skipped_resize) {
-        (Some(c), _) => {
+    match &f.partition_change {
+        Some(c) => {
             checks.check(
                 PARTITION_CHANGE,
                 c.duplicates_after_partition_change > 0 && c.duplicates_in_another_partition > 0,
@@ -273,23 +329,31 @@ pub fn verdict(f: &Figures, skipped_resize: Option<&str>, skipped_zombie: Option
                 ),
             );
         }
-        (None, reason) => checks.skip(
+        None => checks.skip(
             PARTITION_CHANGE,
-            format!(
-                "the partition change was not made: {}",
-                reason.unwrap_or("its phase did not run")
-            ),
+            not_run("the partition change was not made", skips.resize),
         ),
     }
-    checks.check(
-        "duplicates after restarts",
-        f.duplicates_after_producer_restart > 0
-            && f.producer_ids_after_restarts == f.producer_restarts + 1,
-        format!(
-            "after {} restarts ({} producer ids): {} duplicates (must be above 0)",
-            f.producer_restarts, f.producer_ids_after_restarts, f.duplicates_after_producer_restart
+    const RESTARTS: &str = "duplicates after restarts";
+    match &f.restarts {
+        Some(r) => {
+            checks.check(
+                RESTARTS,
+                r.duplicates_after_producer_restart > 0
+                    && r.producer_ids_after_restarts == r.producer_restarts + 1,
+                format!(
+                    "after {} restarts ({} producer ids): {} duplicates (must be above 0)",
+                    r.producer_restarts,
+                    r.producer_ids_after_restarts,
+                    r.duplicates_after_producer_restart
+                ),
+            );
+        }
+        None => checks.skip(
+            RESTARTS,
+            not_run("the relay's producers did not run", skips.restart),
         ),
-    );
+    }
     const UNFENCED: &str = "zombie accepted without fencing";
     const FENCED: &str = "zombie fenced";
     match &f.fencing {
@@ -317,13 +381,15 @@ pub fn verdict(f: &Figures, skipped_resize: Option<&str>, skipped_zombie: Option
             );
         }
         None => {
-            let reason = format!(
-                "the zombie writer did not run: {}",
-                skipped_zombie.unwrap_or("its phase did not run")
-            );
+            let reason = not_run("the zombie writer did not run", skips.zombie);
             checks.skip(UNFENCED, reason.clone());
             checks.skip(FENCED, reason);
         }
     }
     checks
+}
+
+/// A skipped check's detail: what did not happen, and why.
+fn not_run(what: &str, reason: Option<&str>) -> String {
+    format!("{what}: {}", reason.unwrap_or("its phase did not run"))
 }

@@ -30,9 +30,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::lab::{Lab, LabContext, LabError};
-use crate::report::{LabReport, SkippedPhase};
+use crate::report::{LabReport, Narrator, SkippedPhase};
 use crate::target::{self, Cluster};
 use figures::{Figures, Runs, Zombies};
+use lost_acks::LossRun;
 pub use plan::IdempotenceArgs;
 use plan::Plan;
 
@@ -59,27 +60,24 @@ impl Lab for Idempotence {
         runtime.block_on(cluster.close());
         let runs = runs?;
         let figures = Figures::new(&runs);
-        let skipped_resize = runs.resize.as_ref().err();
-        let skipped_zombie = runs.zombie.as_ref().err();
+        let skips = runs.skips();
         let skipped: Vec<SkippedPhase> = [
-            (story::RESIZE_TITLE, skipped_resize),
-            (story::ZOMBIE_TITLE, skipped_zombie),
+            (story::IDEMPOTENT_TITLE, skips.idempotent),
+            (story::RESIZE_TITLE, skips.resize),
+            (story::RESTART_TITLE, skips.restart),
+            (story::ZOMBIE_TITLE, skips.zombie),
         ]
         .into_iter()
         .filter_map(|(phase, reason)| {
             reason.map(|reason| SkippedPhase {
                 phase: phase.to_string(),
-                reason: reason.clone(),
+                reason: reason.to_string(),
             })
         })
         .collect();
-        let checks = figures::verdict(
-            &figures,
-            skipped_resize.map(String::as_str),
-            skipped_zombie.map(String::as_str),
-        );
+        let checks = figures::verdict(&figures, &skips);
         let n = &mut ctx.narrator;
-        n.summary(&story::summary(&figures));
+        n.summary(&story::summary(&figures, &skips));
         let report = LabReport::new(Self::NAME, EXPECTED.to_string(), checks.shown(), &figures)?
             .skipping(skipped);
         n.verdict(&report, &checks);
@@ -109,29 +107,26 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     let plain = plain?;
     story::lost_acks_evidence(n, &plain, &figures::loss_rows(&plain));
 
-    story::idempotent_opening(n, plan, &cluster.name("payments-idempotent"));
-    let progress = n.progress(records * 2, "sending payments");
-    // Once against any cluster, once more with the embedded broker dropping the answers.
-    let deadline = n.deadline(plan.sends(2, plan.payments()));
-    let idempotent = deadline
-        .run(
-            &progress,
-            lost_acks::run(cluster, plan, true, loss_seed, &progress),
-        )
-        .await;
-    let broker_side = match idempotent {
-        Ok(_) => {
-            let again = lost_acks::run_broker_side(cluster, plan, loss_seed, &progress);
-            deadline.run(&progress, again).await
+    // Every phase from here on needs a producer id; a cluster without InitProducerId runs none.
+    let no_ids = lacking_producer_ids(cluster).await?;
+    story::idempotent_opening(
+        n,
+        plan,
+        &cluster.name("payments-idempotent"),
+        no_ids.as_deref(),
+    );
+    let (idempotent, broker_side) = match &no_ids {
+        Some(reason) => (Err(reason.clone()), None),
+        None => {
+            let (run, broker_side) = idempotent_phase(cluster, plan, loss_seed, n).await?;
+            (Ok(run), broker_side)
         }
-        Err(_) => Ok(None),
     };
-    progress.finish();
-    let (idempotent, broker_side) = (idempotent?, broker_side?);
-    story::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
-    story::broker_side(n, plan, broker_side.as_ref());
 
-    let lacking = cluster.lacks(ApiKey::CreatePartitions).await?;
+    let lacking = match &no_ids {
+        Some(reason) => Some(reason.clone()),
+        None => cluster.lacks(ApiKey::CreatePartitions).await?,
+    };
     story::resize_opening(n, plan, &cluster.name("orders"), lacking.as_deref());
     let chosen = resize::choose_resends(plan, &mut rng);
     let resize = match lacking {
@@ -152,20 +147,29 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
         }
     };
 
-    story::restart_opening(n, plan, &cluster.name("events"));
-    let progress = n.progress(records, "relaying events");
-    // Each instance starts with its own InitProducerId and re-sends the event it died on.
-    let mut work = plan.sends(1, records + u64::from(plan.restarts));
-    work.round_trips += u64::from(plan.restarts);
-    let deadline = n.deadline(work);
-    let restart = deadline
-        .run(&progress, restart::run(cluster, plan, &mut rng, &progress))
-        .await;
-    progress.finish();
-    let restart = restart?;
-    story::restart_evidence(n, &restart, &figures::restart_rows(&restart));
+    story::restart_opening(n, plan, &cluster.name("events"), no_ids.as_deref());
+    let restart = match &no_ids {
+        Some(reason) => Err(reason.clone()),
+        None => {
+            let progress = n.progress(records, "relaying events");
+            // Each instance starts with its own InitProducerId and re-sends the event it died on.
+            let mut work = plan.sends(1, records + u64::from(plan.restarts));
+            work.round_trips += u64::from(plan.restarts);
+            let deadline = n.deadline(work);
+            let restart = deadline
+                .run(&progress, restart::run(cluster, plan, &mut rng, &progress))
+                .await;
+            progress.finish();
+            let restart = restart?;
+            story::restart_evidence(n, &restart, &figures::restart_rows(&restart));
+            Ok(restart)
+        }
+    };
 
-    let lacking = zombie::lacking(cluster).await?;
+    let lacking = match &no_ids {
+        Some(reason) => Some(reason.clone()),
+        None => zombie::lacking(cluster).await?,
+    };
     story::zombie_opening(n, plan, lacking.as_deref());
     let zombie = match lacking {
         Some(reason) => Err(reason),
@@ -195,6 +199,44 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     })
 }
 
+/// Phase 2: the payments of phase 1 through an idempotent producer, losing the same
+/// acknowledgements; on the embedded broker once more with the broker dropping the answers.
+async fn idempotent_phase(
+    cluster: &Cluster,
+    plan: &Plan,
+    loss_seed: u64,
+    n: &mut Narrator,
+) -> Result<(LossRun, Option<LossRun>), LabError> {
+    let progress = n.progress(u64::from(plan.records) * 2, "sending payments");
+    // Once against any cluster, once more with the embedded broker dropping the answers.
+    let deadline = n.deadline(plan.sends(2, plan.payments()));
+    let idempotent = deadline
+        .run(
+            &progress,
+            lost_acks::run(cluster, plan, true, loss_seed, &progress),
+        )
+        .await;
+    let broker_side = match idempotent {
+        Ok(_) => {
+            let again = lost_acks::run_broker_side(cluster, plan, loss_seed, &progress);
+            deadline.run(&progress, again).await
+        }
+        Err(_) => Ok(None),
+    };
+    progress.finish();
+    let (idempotent, broker_side) = (idempotent?, broker_side?);
+    story::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
+    story::broker_side(n, plan, broker_side.as_ref());
+    Ok((idempotent, broker_side))
+}
+
+/// Why this cluster cannot give a producer an id, which every phase after the first needs
+/// (`this cluster does not offer InitProducerId (idempotent producers)`), or `None` when it can.
+async fn lacking_producer_ids(cluster: &Cluster) -> Result<Option<String>, LabError> {
+    let lacking = cluster.lacks(ApiKey::InitProducerId).await?;
+    Ok(lacking.map(|reason| format!("{reason} (idempotent producers)")))
+}
+
 /// The lab's producers: no linger (each record is its own request, so one lost acknowledgement
 /// is one record), and short backoffs, so that a dozen retries cost milliseconds, not seconds.
 fn producer_config(idempotent: bool, lose_acks: Option<AckLoss>) -> ProducerConfig {
@@ -220,7 +262,6 @@ fn send_error(what: &str, err: &client::Error) -> LabError {
 mod tests {
     use super::*;
     use crate::lab::Target;
-    use crate::report::Narrator;
     use crate::stop::Stop;
     use broker::faults::Fault;
 

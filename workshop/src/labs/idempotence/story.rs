@@ -2,7 +2,7 @@
 //! Every number shown is passed in from what the phases measured.
 
 use super::copies::place;
-use super::figures::{Figures, PartitionRow};
+use super::figures::{Figures, PartitionRow, Skips};
 use super::lost_acks::{LossRun, Sent};
 use super::plan::Plan;
 use super::resize::ResizeRun;
@@ -12,7 +12,9 @@ use client::LostAck;
 
 use crate::report::{self, Align, Narrator, Phase, Summary, Table};
 
+pub const IDEMPOTENT_TITLE: &str = "The same, with idempotence";
 pub const RESIZE_TITLE: &str = "Where it ends (1): the partition count changes";
+pub const RESTART_TITLE: &str = "Where it ends (2): the producer restarts";
 pub const ZOMBIE_TITLE: &str = "Where it ends (3): a zombie writer, without fencing and with it";
 
 /// Lines of per-record evidence shown before "... and N more".
@@ -170,7 +172,9 @@ fn recognised(run: &LossRun) -> String {
     }
 }
 
-pub fn idempotent_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
+/// Phase 2's opening; `lacking` says why the cluster cannot run it (the phase is then shown as
+/// skipped, with no question), as for the phases after it.
+pub fn idempotent_opening(n: &mut Narrator, plan: &Plan, topic: &str, lacking: Option<&str>) {
     let about = format!(
         "The same {} payments to `{topic}`, with the same {} acknowledgements lost (the same \
          seed), through a producer with enable.idempotence: it asks for a producer id (InitProducerId), \
@@ -179,11 +183,20 @@ pub fn idempotent_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
          them is answered with its original offset instead of being appended.",
         plan.records, plan.lost_acks
     );
-    n.phase(Phase {
-        title: "The same, with idempotence",
+    let phase = Phase {
+        title: IDEMPOTENT_TITLE,
         about: &about,
         predict: "how many duplicates now? Which offset does a retry get back?",
-    });
+    };
+    open(n, phase, lacking);
+}
+
+/// Opens a phase, or shows it as skipped when the cluster lacks what it needs.
+fn open(n: &mut Narrator, phase: Phase<'_>, lacking: Option<&str>) {
+    match lacking {
+        Some(reason) => n.skip(phase, reason),
+        None => n.phase(phase),
+    }
 }
 
 /// The embedded broker's own version of phase 2, or why there is none.
@@ -227,10 +240,7 @@ pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str, lacking: Optio
         about: &about,
         predict: "how many re-sent orders does the broker recognise? How many land in another partition than their first copy?",
     };
-    match lacking {
-        Some(reason) => n.skip(phase, reason),
-        None => n.phase(phase),
-    }
+    open(n, phase, lacking);
 }
 
 pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow]) {
@@ -294,7 +304,7 @@ pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow])
     n.say(&format!("{recognised} {elsewhere}"));
 }
 
-pub fn restart_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
+pub fn restart_opening(n: &mut Narrator, plan: &Plan, topic: &str, lacking: Option<&str>) {
     let about = format!(
         "{} events go to `{topic}` through a relay, one at a time, with idempotence. {} times an \
          acknowledgement is lost and the relay dies before it retries (in the lab: it has no retries \
@@ -302,11 +312,12 @@ pub fn restart_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
          id and sends the unconfirmed event again.",
         plan.records, plan.restarts
     );
-    n.phase(Phase {
-        title: "Where it ends (2): the producer restarts",
+    let phase = Phase {
+        title: RESTART_TITLE,
         about: &about,
         predict: "does the broker recognise an event re-sent by the next instance?",
-    });
+    };
+    open(n, phase, lacking);
 }
 
 pub fn restart_evidence(n: &mut Narrator, run: &RestartRun, rows: &[PartitionRow]) {
@@ -383,10 +394,7 @@ pub fn zombie_opening(n: &mut Narrator, plan: &Plan, lacking: Option<&str>) {
         about: &about,
         predict: "without fencing, which balance survives? With fencing, what happens to A?",
     };
-    match lacking {
-        Some(reason) => n.skip(phase, reason),
-        None => n.phase(phase),
-    }
+    open(n, phase, lacking);
 }
 
 pub fn zombie_evidence(n: &mut Narrator, unfenced: &ZombieRun, fenced: &ZombieRun) {
@@ -490,13 +498,21 @@ fn writes_table(run: &ZombieRun) -> Table {
     table
 }
 
-pub fn summary(f: &Figures) -> Summary {
+/// The summary; `skips` says why each phase that did not run was skipped.
+pub fn summary(f: &Figures, skips: &Skips) -> Summary {
+    let why = |reason: Option<&str>| reason.unwrap_or("its phase did not run").to_string();
     Summary {
         happened: vec![
-            format!(
-                "{} lost acknowledgements gave {} duplicate payments without idempotence and {} with it.",
-                f.acks_lost, f.duplicates_without_idempotence, f.duplicates_with_idempotence
-            ),
+            match &f.idempotence {
+                Some(i) => format!(
+                    "{} lost acknowledgements gave {} duplicate payments without idempotence and {} with it.",
+                    f.acks_lost, f.duplicates_without_idempotence, i.duplicates_with_idempotence
+                ),
+                None => format!(
+                    "{} lost acknowledgements gave {} duplicate payments without idempotence; the idempotent producer did not run: {}.",
+                    f.acks_lost, f.duplicates_without_idempotence, why(skips.idempotent)
+                ),
+            },
             match &f.partition_change {
                 Some(c) => format!(
                     "After {} -> {} partitions, {} re-sent orders were {} duplicates, {} of them in another partition than their first copy.",
@@ -506,12 +522,15 @@ pub fn summary(f: &Figures) -> Summary {
                     c.duplicates_after_partition_change,
                     c.duplicates_in_another_partition
                 ),
-                None => "The partition count was not changed: this cluster could not.".to_string(),
+                None => format!("The partition count was not changed: {}.", why(skips.resize)),
             },
-            format!(
-                "{} producer restarts gave {} producer ids and {} duplicates.",
-                f.producer_restarts, f.producer_ids_after_restarts, f.duplicates_after_producer_restart
-            ),
+            match &f.restarts {
+                Some(r) => format!(
+                    "{} producer restarts gave {} producer ids and {} duplicates.",
+                    r.producer_restarts, r.producer_ids_after_restarts, r.duplicates_after_producer_restart
+                ),
+                None => format!("The relay and its restarts were not run: {}.", why(skips.restart)),
+            },
             match &f.fencing {
                 Some(z) => format!(
                     "Without fencing the zombie's {} late writes were accepted and {} deposits lost; {}.",
@@ -525,7 +544,7 @@ pub fn summary(f: &Figures) -> Summary {
                         ),
                     }
                 ),
-                None => "The zombie writer was not run: this cluster offers no transactional ids.".to_string(),
+                None => format!("The zombie writer was not run: {}.", why(skips.zombie)),
             },
         ],
         why: vec![

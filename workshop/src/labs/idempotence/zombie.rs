@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use client::{ApiKey, Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
+use client::{Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
 
 use super::{producer_config, send_error, Plan};
 use crate::lab::LabError;
@@ -162,15 +162,12 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
     })
 }
 
-/// Why the cluster cannot run this phase, or `None` when it can: both writers need a producer id
-/// (InitProducerId), and the fenced pair a transactional id. Another Kafka-protocol broker may
-/// offer idempotence without transactions; it then refuses InitProducerId with a transactional
-/// id, or names no coordinator for one. A producer started with a transactional id of its own
-/// finds out, as the fenced writers would, without touching their id's epoch.
+/// Why a cluster that offers InitProducerId cannot run this phase, or `None` when it can: the
+/// fenced pair needs a transactional id. Another Kafka-protocol broker may offer idempotence
+/// without transactions; it then refuses InitProducerId with a transactional id, or names no
+/// coordinator for one. A producer started with a transactional id of its own finds out, as the
+/// fenced writers would, without touching their id's epoch.
 pub async fn lacking(cluster: &Cluster) -> Result<Option<String>, LabError> {
-    if let Some(reason) = cluster.lacks(ApiKey::InitProducerId).await? {
-        return Ok(Some(reason));
-    }
     let config = ProducerConfig {
         transactional_id: Some(cluster.name("ledger-probe")),
         ..producer_config(true, None)
