@@ -209,8 +209,9 @@ impl Client {
         (leader >= 0).then_some(leader)
     }
 
-    /// The broker leading `partition` of `topic`. Producers pass `allow_auto_create`, as
-    /// Kafka's producer does, so a topic lost with a restarted broker comes back.
+    /// The broker leading `partition` of `topic`. Producers pass `allow_auto_create` as
+    /// configured (on by default, as in Kafka), so a topic lost with a restarted broker comes
+    /// back.
     pub async fn leader(
         &self,
         topic: &str,

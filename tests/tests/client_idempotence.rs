@@ -253,3 +253,38 @@ async fn without_idempotence_a_lost_ack_with_no_retry_left_fails_only_its_record
     assert_eq!(values[&0], ["a", "b"]);
     broker.shutdown().await;
 }
+
+/// A broker without InitProducerId: our producer is not idempotent unless asked (unlike Kafka
+/// 3.0+, whose default then quietly falls back to a plain producer, KIP-679), so the default
+/// sends as before; one configured with idempotence fails every send with an error that names
+/// the missing API, as Kafka's does when enable.idempotence was set explicitly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_init_producer_id_only_an_explicitly_idempotent_producer_fails() {
+    let cluster = tests::WithoutApi::start(
+        tests::BrokerConfig::default(),
+        client::ApiKey::InitProducerId as i16,
+    )
+    .await;
+    let client = connect(cluster.addr).await;
+    create_topic(&client, "plain", 1).await;
+    let default = Producer::new(client.clone(), ProducerConfig::default()).unwrap();
+    let sent = default
+        .send_and_wait(ProducerRecord::new("plain").value("a"))
+        .await
+        .unwrap();
+    assert_eq!(sent.offset, 0);
+    assert_eq!(default.producer_id().await.unwrap(), None);
+    default.close().await;
+
+    let idempotent = Producer::new(client.clone(), idempotent()).unwrap();
+    let err = idempotent
+        .send_and_wait(ProducerRecord::new("plain").value("b"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.unsupported_api(), Some("InitProducerId"), "{err}");
+    assert!(!err.to_string().contains('\n'), "{err}");
+    assert!(idempotent.fatal_error().is_some());
+    idempotent.close().await;
+    let values = values_by_partition(&client, "plain", 1).await;
+    assert_eq!(values[&0], ["a"]);
+}

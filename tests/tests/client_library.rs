@@ -406,3 +406,54 @@ async fn producing_to_a_missing_topic_without_auto_create_fails_clearly() {
     );
     broker.shutdown().await;
 }
+
+/// Kafka's producer asks the broker to create a missing topic (`allow.auto.create.topics`, on
+/// by default): so does ours. Turned off, neither a first send nor one after the topic was
+/// deleted brings the topic back, on a broker that would create it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_creates_missing_topics_only_when_allowed_to() {
+    let broker = broker().await;
+    let client = connect(broker.addr()).await;
+    let admin = Admin::new(client.clone());
+    let default = Producer::new(client.clone(), quick(ProducerConfig::default())).unwrap();
+    let sent = default
+        .send_and_wait(ProducerRecord::new("auto").key("k").value("v"))
+        .await
+        .unwrap();
+    assert_eq!(sent.offset, 0);
+    assert_eq!(admin.list_topics().await.unwrap(), ["auto"]);
+    default.close().await;
+
+    let config = ProducerConfig {
+        allow_auto_create_topics: false,
+        ..quick(ProducerConfig::default())
+    };
+    let careful = Producer::new(client.clone(), config).unwrap();
+    let err = careful
+        .send(ProducerRecord::new("never").value("v"))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, Error::UnknownTopic { ref topic } if topic == "never"),
+        "{err}"
+    );
+    // A topic deleted under a running producer stays deleted.
+    create_topic(&client, "doomed", 1).await;
+    careful
+        .send_and_wait(ProducerRecord::new("doomed").value("first"))
+        .await
+        .unwrap();
+    admin.delete_topics(&["doomed"]).await.unwrap();
+    let err = careful
+        .send_and_wait(ProducerRecord::new("doomed").value("late"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownTopic { ref topic } if topic == "doomed"),
+        "{err}"
+    );
+    assert_eq!(admin.list_topics().await.unwrap(), ["auto"]);
+    careful.close().await;
+    broker.shutdown().await;
+}

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use client::{
     Admin, ApiKey, Client, ClientConfig, Consumer, ConsumerConfig, NewTopic, OffsetReset,
-    OffsetSpec, ProtocolError, Record, SeekTo, TopicPartition,
+    OffsetSpec, ProducerConfig, ProtocolError, Record, SeekTo, TopicPartition,
 };
 
 use crate::lab::{LabError, Target};
@@ -44,6 +44,17 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
         .enable_all()
         .build()
         .map_err(|e| LabError::Internal(format!("cannot start a tokio runtime: {e}")))
+}
+
+/// What every lab's producer starts from: Kafka's defaults, except that its metadata requests
+/// never create a topic. A lab creates its topics itself, and one deleted while a producer still
+/// sends (the cleanup after Ctrl-C or a failed phase) must stay deleted on a cluster whose
+/// brokers create topics on request (Kafka's `auto.create.topics.enable` is on by default).
+pub fn producer_config() -> ProducerConfig {
+    ProducerConfig {
+        allow_auto_create_topics: false,
+        ..ProducerConfig::default()
+    }
 }
 
 /// A lab's broker, connected.
@@ -530,6 +541,40 @@ mod tests {
             "{groups:?}"
         );
         rt.block_on(cluster.close());
+    }
+
+    /// On a cluster that creates topics on request, a lab's producer that sends after its topic
+    /// was deleted fails, and the topic stays deleted.
+    #[test]
+    fn a_lab_producer_does_not_bring_a_deleted_topic_back() {
+        let rt = runtime().unwrap();
+        let broker = rt
+            .block_on(broker::Broker::start(broker::BrokerConfig {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                auto_create_topics: true,
+                ..broker::BrokerConfig::default()
+            }))
+            .unwrap();
+        let target = Target::Bootstrap(broker.addr().to_string());
+        let cluster = rt
+            .block_on(Cluster::open(&target, &Stop::never(), "test"))
+            .unwrap();
+        let topic = rt.block_on(cluster.create_topic("orders", 1)).unwrap();
+        let err = rt.block_on(async {
+            let producer =
+                client::Producer::new(cluster.client().clone(), producer_config()).unwrap();
+            let record = |value| client::ProducerRecord::new(&topic).value(value);
+            producer.send_and_wait(record("before")).await.unwrap();
+            cluster.admin().delete_topics(&[&topic]).await.unwrap();
+            let late = producer.send_and_wait(record("late")).await;
+            producer.close().await;
+            late.unwrap_err()
+        });
+        assert!(matches!(err, client::Error::UnknownTopic { .. }), "{err}");
+        let left = rt.block_on(cluster.admin().list_topics()).unwrap();
+        assert!(left.is_empty(), "{left:?}");
+        rt.block_on(cluster.close());
+        rt.block_on(broker.shutdown());
     }
 
     #[test]

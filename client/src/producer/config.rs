@@ -88,6 +88,12 @@ pub struct ProducerConfig {
     /// `max.in.flight.requests.per.connection`). Without idempotence one batch per partition is
     /// in flight, so that a retry can never overtake the batch after it.
     pub max_in_flight: usize,
+    /// Kafka's `allow.auto.create.topics` for producers: the producer's metadata requests ask the
+    /// broker to create a topic it does not know (a broker with auto-creation on then does).
+    /// On by default, as in Kafka. Off, a send to a missing topic fails with
+    /// [`Error::UnknownTopic`], and a producer still running when its topic is deleted cannot
+    /// bring the topic back with the broker's default partition count.
+    pub allow_auto_create_topics: bool,
     /// Fault injection: acknowledgements to throw away after the broker sent them, so the
     /// producer retries batches the broker already has (see [`AckLoss`]). `None` in production.
     pub lose_acks: Option<AckLoss>,
@@ -107,6 +113,7 @@ impl Default for ProducerConfig {
             enable_idempotence: false,
             transactional_id: None,
             max_in_flight: MAX_IN_FLIGHT_IDEMPOTENT,
+            allow_auto_create_topics: true,
             lose_acks: None,
         }
     }

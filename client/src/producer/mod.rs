@@ -350,7 +350,8 @@ impl Producer {
         let mut looked_again = false;
         loop {
             let generation = client.metadata_generation();
-            let partitions = client.partition_count(record.topic, true).await?;
+            let auto_create = shared.config.allow_auto_create_topics;
+            let partitions = client.partition_count(record.topic, auto_create).await?;
             shared
                 .acc
                 .lock()

@@ -77,7 +77,11 @@ async fn dispatch(shared: &Arc<Shared>, batches: Vec<ProducerBatch>) {
             None => {
                 let leader = shared
                     .client
-                    .leader(&batch.topic, batch.partition, true)
+                    .leader(
+                        &batch.topic,
+                        batch.partition,
+                        shared.config.allow_auto_create_topics,
+                    )
                     .await;
                 leaders.insert(key, leader.clone());
                 leader

@@ -249,7 +249,7 @@ fn producer_config(idempotent: bool, lose_acks: Option<AckLoss>) -> ProducerConf
             backoff_max: Duration::from_millis(200),
         },
         lose_acks,
-        ..ProducerConfig::default()
+        ..target::producer_config()
     }
 }
 

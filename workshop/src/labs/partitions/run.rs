@@ -24,7 +24,7 @@ use super::store::{AggregateStore, LogLine};
 use super::traffic::{Traffic, FEATURED_ORDER};
 use crate::lab::LabError;
 use crate::report::{self, LagRow, Progress, Tail};
-use crate::target::{broker_error, Cluster};
+use crate::target::{self, broker_error, Cluster};
 use client::check::{OrderingChecker, Position, Violation};
 
 /// How long the lab waits for the group to settle after a change (a rebalance, a new topic).
@@ -516,11 +516,11 @@ impl<'a> Run<'a> {
     }
 }
 
-/// The shop's producer: Kafka's defaults, except a short linger (the lab waits for every
+/// The shop's producer: a lab's producer, with a short linger (the lab waits for every
 /// acknowledgement each round, so batching longer only adds latency).
 fn producer_config() -> ProducerConfig {
     ProducerConfig {
         linger: Duration::from_millis(1),
-        ..ProducerConfig::default()
+        ..target::producer_config()
     }
 }

@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use client::{Client, Producer, ProducerConfig, ProducerRecord};
+use client::{Client, Producer, ProducerRecord};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::lab::LabError;
-use crate::target::broker_error;
+use crate::target::{self, broker_error};
 
 /// One charge: the command the consumer turns into a ledger effect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ pub async fn produce(
     payments: &[Payment],
 ) -> Result<BTreeMap<i32, i64>, LabError> {
     let what = format!("producing the payments to {topic}");
-    let producer = Producer::new(client.clone(), ProducerConfig::default())
+    let producer = Producer::new(client.clone(), target::producer_config())
         .map_err(|e| broker_error(&what, &e))?;
     let mut deliveries = Vec::with_capacity(payments.len());
     for payment in payments {

@@ -13,14 +13,14 @@ pub mod model;
 
 use std::time::Duration;
 
-use client::{Producer, ProducerConfig, ProducerRecord, TopicPartition};
+use client::{Producer, ProducerRecord, TopicPartition};
 use serde::Serialize;
 
 use super::groups::GroupOffsets;
 use super::reader::PartitionReader;
 use crate::lab::LabError;
 use crate::report::{thousands, Align, Checks, LagRow, Narrator, Phase, Summary, Table};
-use crate::target::{broker_error, Cluster};
+use crate::target::{self, broker_error, Cluster};
 use model::{Load, Run, StepRow, CAPACITY, PARTITIONS};
 
 /// How long a consumer's fetch waits for records it knows are there (they were acknowledged).
@@ -155,7 +155,7 @@ impl StepRun {
     pub async fn start(cluster: &Cluster, base: &str) -> Result<StepRun, LabError> {
         let topic = cluster.create_topic(base, PARTITIONS as i32).await?;
         let group = GroupOffsets::new(cluster.client(), &cluster.group(base));
-        let producer = Producer::new(cluster.client().clone(), ProducerConfig::default())
+        let producer = Producer::new(cluster.client().clone(), target::producer_config())
             .map_err(|e| broker_error("starting the producer", &e))?;
         let readers = (0..PARTITIONS as i32)
             .map(|p| {

@@ -29,7 +29,7 @@ use super::workers::{self, Done, OrderChecker, Shared, Store, Ticks, FAILED};
 use crate::deadline::{Deadline, Work};
 use crate::lab::LabError;
 use crate::report::{thousands, LagRow, Narrator};
-use crate::target::{broker_error, Cluster};
+use crate::target::{self, broker_error, Cluster};
 
 /// How long the members get to join and settle into one partition each.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -333,7 +333,7 @@ async fn produce(
         linger: Duration::from_millis(10),
         batch_size: 512 * 1024,
         buffer_memory: 64 * 1024 * 1024,
-        ..ProducerConfig::default()
+        ..target::producer_config()
     };
     let producer = Producer::new(client.clone(), config)
         .map_err(|e| broker_error("starting the producer", &e))?;

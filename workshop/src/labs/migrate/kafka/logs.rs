@@ -21,7 +21,7 @@ use crate::labs::migrate::engine::backend::{Backend, Reader};
 use crate::labs::migrate::engine::keys::ShardId;
 use crate::labs::migrate::engine::routing::{RoutingRecord, RoutingState};
 use crate::labs::migrate::engine::store::Change;
-use crate::target::broker_error;
+use crate::target::{self, broker_error};
 
 /// How long one call to the cluster may take before the lab gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -57,7 +57,7 @@ impl<'r> KafkaLogs<'r> {
     pub fn new(rt: &'r Runtime, client: Client, topics: Topics) -> Result<Self, LabError> {
         let config = ProducerConfig {
             linger: Duration::from_millis(1),
-            ..ProducerConfig::default()
+            ..target::producer_config()
         };
         // The producer's sender runs on the lab's runtime.
         let _runtime = rt.enter();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use client::{
     Client, ClientConfig, ConsumerConfig, GroupConfig, GroupConsumer, OffsetReset, Producer,
-    ProducerConfig, ProducerRecord, Record, TopicPartition,
+    ProducerRecord, Record, TopicPartition,
 };
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Runtime;
@@ -24,7 +24,7 @@ use crate::labs::migrate::engine::keys::{CommandId, LabTime, RowKey};
 use crate::labs::migrate::engine::ledger::Source;
 use crate::labs::migrate::engine::store::{Command, Op};
 use crate::labs::migrate::scenario::Feed;
-use crate::target::broker_error;
+use crate::target::{self, broker_error};
 
 /// How long the lab waits for the group to form, or for a member to fetch what it needs.
 const WAIT: Duration = Duration::from_secs(60);
@@ -49,7 +49,7 @@ pub async fn produce(
     commands: &[Command],
 ) -> Result<Placed, LabError> {
     let what = format!("producing the commands to {topic}");
-    let producer = Producer::new(client.clone(), ProducerConfig::default())
+    let producer = Producer::new(client.clone(), target::producer_config())
         .map_err(|e| broker_error(&what, &e))?;
     let mut pending = Vec::with_capacity(commands.len());
     for cmd in commands {
