@@ -6,6 +6,7 @@
 //! Topic changes go to the controller named in a fresh Metadata answer, as Kafka requires;
 //! NOT_CONTROLLER and transient failures are retried.
 
+mod alter_configs;
 mod catch_up;
 mod configs;
 mod groups;
@@ -27,6 +28,7 @@ use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::metadata::{ClusterInfo, TopicInfo};
 use crate::offsets::{self, ListedOffset, OffsetSpec};
 
+pub use alter_configs::ConfigChange;
 pub use catch_up::CatchUp;
 pub use configs::{ConfigEntry, ConfigSource};
 pub use groups::{

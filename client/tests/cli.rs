@@ -393,3 +393,113 @@ async fn consume_read_committed_skips_what_an_open_transaction_wrote() {
         run.stderr
     );
 }
+
+/// `topics alter --config / --delete-config`, as kafka-configs.sh `--alter --add-config /
+/// --delete-config` does: only the configs named change, and the broker's refusals are one
+/// line with Kafka's error name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_alter_sets_and_deletes_configs() {
+    let b = broker().await;
+    let addr = Some(b.addr());
+    let create = [
+        "topics",
+        "create",
+        "orders",
+        "-p",
+        "1",
+        "--config",
+        "cleanup.policy=compact",
+    ];
+    assert_eq!(client(addr, &create, "").await.code, 0);
+    let set_on = |run: Run| -> serde_json::Value {
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        doc["topics"][0]["configs"].clone()
+    };
+    let describe = ["topics", "describe", "orders", "--format", "json"];
+
+    let alter = [
+        "topics",
+        "alter",
+        "orders",
+        "--config",
+        "retention.ms=86400000",
+        "--config",
+        "max.message.bytes=2048",
+        "--delete-config",
+        "cleanup.policy",
+    ];
+    let run = client(addr, &alter, "").await;
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "Completed updating config for topic orders.\n"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        set_on(client(addr, &describe, "").await),
+        serde_json::json!({"max.message.bytes": "2048", "retention.ms": "86400000"})
+    );
+    // One config changed, the other kept; partitions and configs in one alter.
+    let run = client(
+        addr,
+        &[
+            "topics",
+            "alter",
+            "orders",
+            "--partitions",
+            "2",
+            "--config",
+            "retention.ms=1000",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(
+        run.stdout,
+        "Completed updating config for topic orders.\nTopic orders now has 2 partitions.\n"
+    );
+    assert_eq!(
+        set_on(client(addr, &describe, "").await),
+        serde_json::json!({"max.message.bytes": "2048", "retention.ms": "1000"})
+    );
+
+    let run = client(
+        addr,
+        &["topics", "alter", "orders", "--config", "retention.ms=soon"],
+        "",
+    )
+    .await;
+    assert_one_line_error(&run, 1, "INVALID_CONFIG");
+    assert!(run.stderr.contains("retention.ms"), "{}", run.stderr);
+    let run = client(
+        addr,
+        &["topics", "alter", "orders", "--config", "retention.msec=1"],
+        "",
+    )
+    .await;
+    assert_one_line_error(&run, 1, "INVALID_CONFIG");
+    let run = client(
+        addr,
+        &["topics", "alter", "nosuch", "--config", "retention.ms=1"],
+        "",
+    )
+    .await;
+    assert_one_line_error(&run, 1, "UNKNOWN_TOPIC_OR_PARTITION");
+    // The refusals changed nothing.
+    assert_eq!(
+        set_on(client(addr, &describe, "").await),
+        serde_json::json!({"max.message.bytes": "2048", "retention.ms": "1000"})
+    );
+    // Nothing to change is a usage error.
+    let run = client(addr, &["topics", "alter", "orders"], "").await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let run = client(
+        addr,
+        &["topics", "alter", "orders", "--config", "retention.ms"],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    b.shutdown().await;
+}

@@ -457,3 +457,57 @@ async fn a_producer_creates_missing_topics_only_when_allowed_to() {
     careful.close().await;
     broker.shutdown().await;
 }
+
+/// A broker without IncrementalAlterConfigs (it closes the connection of a client that sends
+/// one): the configs are replaced with AlterConfigs, those set on the topic kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_configs_change_through_alter_configs_where_incremental_is_missing() {
+    use client::admin::{ConfigChange, ConfigSource};
+    let cluster = tests::WithoutApi::start(
+        tests::BrokerConfig::default(),
+        kafka_protocol::messages::ApiKey::IncrementalAlterConfigs as i16,
+    )
+    .await;
+    let admin = Admin::new(connect(cluster.addr).await);
+    let mut topic = NewTopic::new("orders", 1);
+    topic.configs = vec![
+        ("cleanup.policy".into(), "compact".into()),
+        ("retention.ms".into(), "1000".into()),
+    ];
+    admin.create_topic(&topic).await.unwrap();
+    let set = |name: &str, value: &str| ConfigChange::Set {
+        name: name.into(),
+        value: value.into(),
+    };
+    let changes = [
+        set("max.message.bytes", "2048"),
+        ConfigChange::Delete {
+            name: "retention.ms".into(),
+        },
+    ];
+    admin.alter_topic_configs("orders", &changes).await.unwrap();
+    let on_topic = |entries: Vec<client::admin::ConfigEntry>| -> Vec<(String, String)> {
+        entries
+            .into_iter()
+            .filter(|e| e.source == ConfigSource::DynamicTopicConfig)
+            .map(|e| (e.name, e.value.unwrap()))
+            .collect()
+    };
+    let expected = [
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("max.message.bytes".to_string(), "2048".to_string()),
+    ];
+    let configs = admin.describe_topic_configs("orders").await.unwrap();
+    assert_eq!(on_topic(configs), expected);
+    let err = admin
+        .alter_topic_configs("orders", &[set("retention.ms", "soon")])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("INVALID_CONFIG (40) on topic orders"),
+        "{err}"
+    );
+    let configs = admin.describe_topic_configs("orders").await.unwrap();
+    assert_eq!(on_topic(configs), expected, "a refusal changes nothing");
+}

@@ -10,8 +10,8 @@ use kafka_protocol::ResponseError;
 use super::Admin;
 use crate::error::{Error, ProtocolError, Result, ServerError};
 
-/// DescribeConfigs' resource type of topics.
-const TOPIC: i8 = 2;
+/// The resource type of topics in DescribeConfigs and the alterations.
+pub(super) const TOPIC: i8 = 2;
 
 /// Where a config's value comes from (Kafka's `ConfigEntry.ConfigSource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -1,10 +1,10 @@
 //! `client topics list | describe | create | alter | delete`, printed as kafka-topics.sh does
-//! (or as one JSON document with `--format json`).
+//! (or as one JSON document with `--format json`); `alter --config` as kafka-configs.sh does.
 
 use std::io::{self, Write};
 
 use clap::Subcommand;
-use client::admin::ConfigEntry;
+use client::admin::{ConfigChange, ConfigEntry};
 use client::{Admin, NewTopic, TopicInfo};
 use serde_json::json;
 
@@ -52,12 +52,25 @@ pub enum TopicsVerb {
         #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
         configs: Vec<(String, String)>,
     },
-    /// Grow a topic to N partitions (keys then map to other partitions)
-    #[command(after_help = "Example:\n  client topics alter orders --partitions 24")]
+    /// Grow a topic to N partitions (keys then map to other partitions), or change its configs
+    /// as kafka-configs.sh --alter does (only the configs named change)
+    #[command(
+        after_help = "Examples:
+  client topics alter orders --partitions 24
+  client topics alter orders --config retention.ms=86400000 --delete-config cleanup.policy",
+        group(clap::ArgGroup::new("change").required(true).multiple(true)
+            .args(["partitions", "configs", "delete_configs"]))
+    )]
     Alter {
         topic: String,
         #[arg(short, long, value_name = "N")]
-        partitions: i32,
+        partitions: Option<i32>,
+        /// Set a topic config, repeatable (kafka-configs.sh --add-config)
+        #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
+        configs: Vec<(String, String)>,
+        /// Remove a config from the topic, back to the broker's default; repeatable
+        #[arg(long = "delete-config", value_name = "KEY")]
+        delete_configs: Vec<String>,
     },
     /// Delete a topic and its records
     #[command(after_help = "Example:\n  client topics delete orders")]
@@ -120,15 +133,44 @@ pub async fn run(admin: &Admin, verb: TopicsVerb) -> Result<(), Failure> {
                 .map_err(|e| Failure::new(explain_topic_change(&e, TopicChange::Create)))?;
             writeln!(stdout.lock(), "Created topic {topic}.")?;
         }
-        TopicsVerb::Alter { topic, partitions } => {
-            admin
-                .create_partitions(&topic, partitions)
-                .await
-                .map_err(|e| Failure::new(explain_topic_change(&e, TopicChange::Alter)))?;
-            writeln!(
-                stdout.lock(),
-                "Topic {topic} now has {partitions} partitions."
-            )?;
+        TopicsVerb::Alter {
+            topic,
+            partitions,
+            configs,
+            delete_configs,
+        } => {
+            let explained =
+                |e: client::Error| Failure::new(explain_topic_change(&e, TopicChange::Alter));
+            // Configs first, as kafka-topics.sh did: a refused config leaves the count alone.
+            let changes: Vec<ConfigChange> = configs
+                .into_iter()
+                .map(|(name, value)| ConfigChange::Set { name, value })
+                .chain(
+                    delete_configs
+                        .into_iter()
+                        .map(|name| ConfigChange::Delete { name }),
+                )
+                .collect();
+            if !changes.is_empty() {
+                admin
+                    .alter_topic_configs(&topic, &changes)
+                    .await
+                    .map_err(explained)?;
+                writeln!(
+                    stdout.lock(),
+                    "Completed updating config for topic {topic}."
+                )?;
+            }
+            if let Some(partitions) = partitions {
+                admin
+                    .create_partitions(&topic, partitions)
+                    .await
+                    .map_err(explained)?;
+                writeln!(
+                    stdout.lock(),
+                    "Topic {topic} now has {partitions} partitions."
+                )?;
+            }
         }
         TopicsVerb::Delete { topic } => {
             admin.delete_topic(&topic).await?;

@@ -322,6 +322,8 @@ pub fn api_name(key: i16) -> &'static str {
         Ok(ApiKey::DeleteTopics) => "DeleteTopics",
         Ok(ApiKey::CreatePartitions) => "CreatePartitions",
         Ok(ApiKey::DescribeConfigs) => "DescribeConfigs",
+        Ok(ApiKey::AlterConfigs) => "AlterConfigs",
+        Ok(ApiKey::IncrementalAlterConfigs) => "IncrementalAlterConfigs",
         Ok(ApiKey::InitProducerId) => "InitProducerId",
         Ok(ApiKey::FindCoordinator) => "FindCoordinator",
         Ok(ApiKey::JoinGroup) => "JoinGroup",

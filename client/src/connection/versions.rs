@@ -46,8 +46,11 @@ pub const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::OffsetDelete, 0, 0),
-    // Topic configs; v1 reports where each value comes from.
+    // Topic configs; v1 reports where each value comes from. IncrementalAlterConfigs (Kafka
+    // 2.3+) changes the configs named; AlterConfigs, for brokers without it, replaces them all.
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 const SOFTWARE_NAME: &str = "workshop-client";
