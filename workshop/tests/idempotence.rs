@@ -205,6 +205,27 @@ fn against_a_separately_started_broker_the_figures_are_the_same() {
     assert!(topics.is_empty(), "left behind: {topics:?}");
 }
 
+/// Runs the lab with `--check --bootstrap addr` and `args` as the room would see it, and checks
+/// that it left no topic or group behind (a skipped phase creates none); returns the report and
+/// the terminal's text (plain, 100 columns).
+fn run_against(addr: &str, args: &[&str]) -> (LabReport, String) {
+    let recorder = workshop::report::Recorder::new();
+    let view = recorder.clone();
+    let args = [&["idempotence", "--check", "--bootstrap", addr][..], args].concat();
+    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
+    let report = outcome.report().unwrap().clone();
+    let text = workshop::report::Terminal::render(
+        &recorder.events(),
+        workshop::report::TerminalOptions::plain(100),
+    );
+    let (topics, groups) = support::leftovers(addr);
+    assert!(
+        topics.is_empty() && groups.is_empty(),
+        "{topics:?} {groups:?}"
+    );
+    (report, text)
+}
+
 /// A cluster without CreatePartitions (tansu offers none): the partition change is skipped and
 /// says why, every other phase runs with its exact figures, and the verdict covers those.
 #[test]
@@ -214,12 +235,7 @@ fn on_a_cluster_without_create_partitions_that_phase_is_skipped_and_the_rest_run
         ::tests::BrokerConfig::default(),
         client::ApiKey::CreatePartitions as i16,
     ));
-    let addr = cluster.addr.to_string();
-    let recorder = workshop::report::Recorder::new();
-    let view = recorder.clone();
-    let args = ["idempotence", "--check", "--bootstrap", &addr];
-    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
-    let report = outcome.report().unwrap();
+    let (report, text) = run_against(&cluster.addr.to_string(), &[]);
     let reason = "this cluster does not offer CreatePartitions";
     assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
     assert_eq!(report.skipped[0].reason, reason);
@@ -253,10 +269,6 @@ fn on_a_cluster_without_create_partitions_that_phase_is_skipped_and_the_rest_run
     expected["per_partition"]["after_partition_change"] = Value::Null;
     assert_eq!(*f, expected);
 
-    let text = workshop::report::Terminal::render(
-        &recorder.events(),
-        workshop::report::TerminalOptions::plain(100),
-    );
     assert!(
         text.contains("3. Where it ends (1): the partition count changes"),
         "{text}"
@@ -276,12 +288,6 @@ fn on_a_cluster_without_create_partitions_that_phase_is_skipped_and_the_rest_run
         "{text}"
     );
     assert!(!text.contains("Kafka 2.1"), "{text}");
-    // Nothing left behind: the skipped phase created no topic.
-    let (topics, groups) = support::leftovers(&addr);
-    assert!(
-        topics.is_empty() && groups.is_empty(),
-        "{topics:?} {groups:?}"
-    );
 }
 
 /// A cluster with idempotent producers but no transactional ids (InitProducerId naming one is
@@ -293,17 +299,8 @@ fn on_a_cluster_without_transactional_ids_the_zombie_phase_is_skipped_and_the_re
     let cluster = rt.block_on(::tests::WithoutApi::without_transactional_ids(
         ::tests::BrokerConfig::default(),
     ));
-    let addr = cluster.addr.to_string();
-    let recorder = workshop::report::Recorder::new();
-    let view = recorder.clone();
     let scale = ["--records", "40", "--lost-acks", "5", "--resends", "8"];
-    let args = [
-        &["idempotence", "--check", "--bootstrap", &addr][..],
-        &scale,
-    ]
-    .concat();
-    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
-    let report = outcome.report().unwrap();
+    let (report, text) = run_against(&cluster.addr.to_string(), &scale);
     let reason = "this cluster does not offer transactional ids (it answered UNSUPPORTED_VERSION)";
     assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
     assert_eq!(report.skipped[0].reason, reason);
@@ -332,10 +329,6 @@ fn on_a_cluster_without_transactional_ids_the_zombie_phase_is_skipped_and_the_re
     assert_eq!(n(f, "producer_restarts"), 3);
     assert_eq!(n(f, "duplicates_after_producer_restart"), 3);
 
-    let text = workshop::report::Terminal::render(
-        &recorder.events(),
-        workshop::report::TerminalOptions::plain(100),
-    );
     assert!(
         text.contains("5. Where it ends (3): a zombie writer, without fencing and with it"),
         "{text}"
@@ -351,12 +344,6 @@ fn on_a_cluster_without_transactional_ids_the_zombie_phase_is_skipped_and_the_re
         text.contains("for the phases that ran (skipped: zombie accepted without fencing;"),
         "{text}"
     );
-    // Nothing left behind: the skipped phase created no topic.
-    let (topics, groups) = support::leftovers(&addr);
-    assert!(
-        topics.is_empty() && groups.is_empty(),
-        "{topics:?} {groups:?}"
-    );
 }
 
 /// A cluster without InitProducerId at all (no idempotent producers): every phase that needs
@@ -369,12 +356,7 @@ fn on_a_cluster_without_init_producer_id_only_the_plain_producer_runs() {
         ::tests::BrokerConfig::default(),
         client::ApiKey::InitProducerId as i16,
     ));
-    let addr = cluster.addr.to_string();
-    let recorder = workshop::report::Recorder::new();
-    let view = recorder.clone();
-    let args = ["idempotence", "--check", "--bootstrap", &addr];
-    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
-    let report = outcome.report().unwrap();
+    let (report, text) = run_against(&cluster.addr.to_string(), &[]);
     let reason = "this cluster does not offer InitProducerId (idempotent producers)";
     let skipped: Vec<(&str, &str)> = report
         .skipped
@@ -422,10 +404,6 @@ fn on_a_cluster_without_init_producer_id_only_the_plain_producer_runs() {
     assert_eq!(*f, Value::Object(expected));
     assert_eq!(n(f, "duplicates_without_idempotence"), 12);
 
-    let text = workshop::report::Terminal::render(
-        &recorder.events(),
-        workshop::report::TerminalOptions::plain(100),
-    );
     let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
     // Each skipped phase tells its story, then why it did not run, and asks nothing.
     let sections: Vec<&str> = text.split("── ").collect();
@@ -470,10 +448,4 @@ fn on_a_cluster_without_init_producer_id_only_the_plain_producer_runs() {
         "{text}"
     );
     assert!(!text.contains("Kafka 2.1"), "{text}");
-    // Nothing left behind: the skipped phases created no topic.
-    let (topics, groups) = support::leftovers(&addr);
-    assert!(
-        topics.is_empty() && groups.is_empty(),
-        "{topics:?} {groups:?}"
-    );
 }
