@@ -181,3 +181,50 @@ pub fn verdict(checks: &mut Checks, eos: Result<&EosFigures, &str>) {
         ),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn seen(payment: &str, partition: i32, source_offset: i64, at_ms: u64) -> Seen {
+        Seen {
+            payment_id: payment.to_string(),
+            partition,
+            source_offset,
+            at_ms,
+        }
+    }
+
+    fn commit(at_ms: u64, partition: i32, next: i64) -> Entry {
+        Entry {
+            at_ms,
+            member: Some("billing-1".to_string()),
+            event: Event::Commit {
+                generation: 5,
+                offsets: BTreeMap::from([(partition, next)]),
+            },
+        }
+    }
+
+    #[test]
+    fn a_record_was_committed_by_the_first_commit_past_its_source_offset() {
+        let entries = [commit(10, 3, 50), commit(20, 3, 100), commit(30, 4, 10)];
+        assert_eq!(committed_at(&entries, &seen("p", 3, 49, 0)), Some(10));
+        assert_eq!(committed_at(&entries, &seen("p", 3, 50, 0)), Some(20));
+        assert_eq!(committed_at(&entries, &seen("p", 3, 100, 0)), None);
+        assert_eq!(committed_at(&entries, &seen("p", 4, 0, 0)), Some(30));
+    }
+
+    #[test]
+    fn duplicates_count_beyond_the_first_and_missing_payments_count_too() {
+        let records = [
+            seen("a", 0, 0, 0),
+            seen("b", 0, 1, 0),
+            seen("a", 1, 0, 0),
+            seen("a", 2, 0, 0),
+        ];
+        assert_eq!(duplicates_and_missing(&records, 3), (2, 1));
+        assert_eq!(duplicates_and_missing(&[], 2), (0, 2));
+    }
+}
