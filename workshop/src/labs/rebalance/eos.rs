@@ -9,6 +9,10 @@
 //! `isolation.level=read_committed` tails the output topic throughout; once the run is over the
 //! log is read once more with read_uncommitted, which also returns the aborted records.
 //!
+//! Nothing here waits for a transaction timeout: the broker's run on the wall clock, while the
+//! embedded run is on tokio's paused one. The stalled member ends its own transaction, aborting
+//! it as soon as its offsets are refused.
+//!
 //! Everything counted here was done through the broker: the members' transactions
 //! ([`Txn`]), the downstream reads ([`Downstream`]), the gateway's charges (the run's plain
 //! ledger, one effect per call).
@@ -186,20 +190,26 @@ pub async fn run(
     };
     let (stop, stopped) = watch::channel(false);
     let downstream = Downstream::new(cluster.client(), &output, true, clock);
-    let tail = downstream.tail(stopped);
+    let mut tail = std::pin::pin!(downstream.tail(stopped));
     let spec = plan.spec(Kind::Eos);
-    let run = scenario::run(cluster, plan, spec, journals, clock, Some(&transactional));
-    // The tail runs beside the group until the group is done, then reads to the end.
-    let (run, read_committed) = tokio::join!(
-        async {
-            let run = run.await;
-            stop.send_replace(true);
-            run
-        },
-        tail
-    );
-    let run = run?;
-    let read_committed = read_committed?;
+    let group = scenario::run(cluster, plan, spec, journals, clock, Some(&transactional));
+    // The tail reads beside the group; a failed run drops it (nothing to read to the end).
+    let run = tokio::select! {
+        run = group => run?,
+        failed = &mut tail => {
+            let why = failed.err();
+            return Err(why.unwrap_or_else(|| LabError::Internal("the downstream consumer stopped early".into())));
+        }
+    };
+    // Every member has left, so no transaction is open: the last stable offset is the end.
+    stop.send_replace(true);
+    let limit = plan.timing.patience;
+    let read_committed = tokio::time::timeout(limit, tail).await.map_err(|_| {
+        LabError::Broker(format!(
+            "the read_committed consumer did not reach the end of {output} within {} s",
+            limit.as_secs()
+        ))
+    })??;
     let read_uncommitted = log_of(cluster, &output, clock).await?;
     Ok(Ok(EosOutcome {
         run,

@@ -21,7 +21,6 @@ pub struct EosFigures {
     pub gateway_duplicates: u64,
     /// Records processed that no committed transaction of their member covered.
     pub processed_uncommitted: u64,
-    pub failed_commits: u64,
     /// What the stalled member was told when it added its offsets to its transaction.
     pub offsets_refused_with: Option<String>,
     pub aborted_transactions: u64,
@@ -114,10 +113,6 @@ pub fn build(o: &EosOutcome, payments: usize) -> EosFigures {
         gateway_calls: effects.len() as u64,
         gateway_duplicates: accounting::duplicates(&effects),
         processed_uncommitted: accounting::processed_uncommitted(&entries),
-        failed_commits: entries
-            .iter()
-            .filter(|e| matches!(e.event, Event::CommitFailed { .. }))
-            .count() as u64,
         offsets_refused_with: refused,
         aborted_transactions: aborted_at.len() as u64,
         output_read_committed: o.read_committed.len() as u64,
