@@ -149,11 +149,82 @@ fn each_comparison_has_its_exact_figure() {
             "cooperative",
             "dynamic",
             "small-batch",
-            "static"
+            "static",
+            "eos"
         ])
     );
     assert_eq!(f["scenarios"]["static"]["duplicates"], 0);
     assert_eq!(f["scenarios"]["cooperative"]["rebalances"], 3);
+}
+
+/// What holds for the transactional run on any broker that offers transactions.
+fn assert_exactly_once_in_kafka_only(f: &Value) {
+    let eos = &f["eos"];
+    assert!(eos.is_object(), "no transactional run: {f}");
+    let payments = n(f, "payments");
+    // read_committed downstream: every payment once, none twice, none missing.
+    assert_eq!(n(eos, "output_read_committed"), payments);
+    assert_eq!(n(eos, "output_duplicates_read_committed"), 0);
+    assert_eq!(n(eos, "output_missing_read_committed"), 0);
+    // billing-3's batch is refused (its member id is gone from the group) and aborted; its
+    // records stay in the log, where read_uncommitted reads them.
+    assert_eq!(n(&f["scenarios"]["eos"], "failed_commits"), 1);
+    assert_eq!(n(eos, "aborted_transactions"), 1);
+    assert!(eos["offsets_refused_with"]
+        .as_str()
+        .unwrap()
+        .starts_with("UNKNOWN_MEMBER_ID (25)"));
+    let batch = n(f, "max_poll_records");
+    assert_eq!(n(eos, "processed_uncommitted"), batch);
+    assert_eq!(n(eos, "output_in_log"), payments + batch);
+    assert_eq!(n(eos, "output_duplicates_in_log"), batch);
+    // The gateway, called in the loop, outside Kafka: the redelivered batch twice.
+    assert_eq!(n(eos, "gateway_calls"), payments + batch);
+    assert_eq!(n(eos, "gateway_duplicates"), batch);
+    assert_eq!(f["scenarios"]["eos"]["duplicates"], batch);
+    // While billing-3's transaction was open, committed output behind it waited for its abort.
+    assert!(n(eos, "output_held_by_open_transaction") > 0);
+}
+
+#[test]
+fn in_kafka_transactions_the_output_holds_each_payment_once_and_the_gateway_sees_the_batch_twice() {
+    let f = &default_run()["figures"];
+    assert_exactly_once_in_kafka_only(f);
+    let eos = &f["eos"];
+    assert_eq!(eos["topic"], "payments-eos");
+    assert_eq!(eos["group"], "billing-eos");
+    assert_eq!(eos["output_topic"], "payments-applied");
+    // The same stall and the same batch as the baseline: the same 100 payments.
+    assert_eq!(n(eos, "gateway_duplicates"), n(f, "duplicates"));
+    // On the paused clock: the new owners' 100 redelivered records, committed while billing-3
+    // still stalled, became readable 7 s later, when it aborted.
+    assert_eq!(n(eos, "output_held_by_open_transaction"), 100);
+    assert_eq!(n(eos, "longest_hold_ms"), 7000);
+    assert_eq!(default_run()["shown"], true, "the verdict's checks held");
+}
+
+/// A cluster with idempotent producers but no transactional ids: the transactional run is
+/// skipped and says why, the at-least-once runs keep their figures and verdict.
+#[test]
+fn on_a_cluster_without_transactional_ids_the_transactional_run_is_skipped() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(::tests::WithoutApi::without_transactional_ids(
+        ::tests::BrokerConfig::default(),
+    ));
+    let addr = cluster.addr.to_string();
+    let report = run_json("rebalance", &["--bootstrap", &addr]);
+    let reason = "this cluster does not offer transactional ids (it answered UNSUPPORTED_VERSION)";
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    assert_eq!(report.skipped[0].reason, reason);
+    assert_eq!(
+        report.skipped[0].phase,
+        "Kafka's exactly-once: does the gateway see each payment once?"
+    );
+    let json: Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_the_phenomenon(&json);
+    assert!(json["figures"]["eos"].is_null());
+    assert!(json["figures"]["scenarios"].get("eos").is_none());
+    drop(cluster);
 }
 
 #[test]
@@ -195,6 +266,7 @@ fn a_seed_gives_the_same_figures_every_run_and_the_timeline_holds_the_group_even
         "stall_started",
         "restarting",
         "settled",
+        "transaction_aborted",
     ] {
         assert!(kinds.contains(kind), "no {kind} event in the timeline");
     }
@@ -267,5 +339,6 @@ fn against_a_broker_binary_with_bootstrap() {
     );
     assert_eq!(n(f, "partitions_revoked_eager"), 21);
     assert_eq!(n(f, "partitions_revoked_cooperative"), 3);
+    assert_exactly_once_in_kafka_only(f);
     drop(broker);
 }

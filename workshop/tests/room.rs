@@ -281,6 +281,16 @@ fn rebalance_agrees(prose: &str, f: &Value) {
                 u(&f["committed"]),
             ),
             format!("only {} stopped", u(&f["partitions_revoked_cooperative"])),
+            format!(
+                "each payment reached `{}` exactly once ({} duplicates, {} missing)",
+                f["eos"]["output_topic"].as_str().unwrap(),
+                u(&f["eos"]["output_duplicates_read_committed"]),
+                u(&f["eos"]["output_missing_read_committed"]),
+            ),
+            format!(
+                "no abort takes a charge back: {} payments charged twice",
+                u(&f["eos"]["gateway_duplicates"])
+            ),
         ],
     );
 }

@@ -21,7 +21,7 @@ mod plan;
 mod resize;
 mod restart;
 mod story;
-mod zombie;
+pub(crate) mod zombie;
 
 use std::time::Duration;
 

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::accounting::{self, Redelivery, Revocations};
+use super::eos::EosOutcome;
+use super::eos_figures::{self, EosFigures};
 use super::journal::Event;
 use super::plan::{Incident, Kind, Plan, MEMBERS, PARTITIONS};
 use super::scenario::Outcome;
@@ -90,6 +92,8 @@ pub struct Figures {
     pub shortest_replay_ms: Option<u64>,
     pub duplicates_ttl_dedup: u64,
     pub double_charged_cents_ttl_dedup: i64,
+    /// The baseline's stall in Kafka transactions; `null` where the cluster offers none.
+    pub eos: Option<EosFigures>,
     pub scenarios: BTreeMap<&'static str, ScenarioFigures>,
 }
 
@@ -98,7 +102,9 @@ pub fn expected() -> String {
      commit fails; the new owners of its partitions start from the committed offsets and apply \
      again exactly the payments it processed but could not commit; cooperative rebalancing, \
      static membership and smaller batches limit the disruption but not the duplicates, and only \
-     dedup recorded in the ledger's own transaction removes them"
+     dedup recorded in the ledger's own transaction removes them; in Kafka transactions the output \
+     topic holds each payment once under read_committed, while the payment gateway is still \
+     called twice for the redelivered batch"
         .to_string()
 }
 
@@ -163,10 +169,16 @@ fn scenario(plan: &Plan, o: &Outcome) -> ScenarioFigures {
     }
 }
 
-/// The figures of the five runs; `outcomes` holds one of each kind.
-pub fn build(plan: &Plan, outcomes: &[Outcome]) -> Result<Figures, String> {
+/// The figures of the runs; `outcomes` holds one of each at-least-once kind, `eos` the
+/// transactional run if the cluster could run it.
+pub fn build(
+    plan: &Plan,
+    outcomes: &[Outcome],
+    eos: Option<&EosOutcome>,
+) -> Result<Figures, String> {
     let scenarios: BTreeMap<&'static str, ScenarioFigures> = outcomes
         .iter()
+        .chain(eos.map(|e| &e.run))
         .map(|o| (o.spec.kind.key(), scenario(plan, o)))
         .collect();
     let run = |kind: Kind| {
@@ -240,12 +252,13 @@ pub fn build(plan: &Plan, outcomes: &[Outcome]) -> Result<Figures, String> {
         shortest_replay_ms: accounting::shortest_replay_ms(&effects),
         duplicates_ttl_dedup: accounting::duplicates(&stores.behind_cache.effects()),
         double_charged_cents_ttl_dedup: stores.behind_cache.total_cents() - paid,
+        eos: eos.map(|e| eos_figures::build(e, plan.payments.len())),
         scenarios,
     })
 }
 
-/// The checks the verdict rests on.
-pub fn verdict(f: &Figures) -> Checks {
+/// The checks the verdict rests on; `eos_skipped` says why the transactional run did not run.
+pub fn verdict(f: &Figures, eos_skipped: Option<&str>) -> Checks {
     let mut checks = Checks::new();
     checks.check(
         "duplicates = processed, not committed",
@@ -335,5 +348,10 @@ pub fn verdict(f: &Figures) -> Checks {
             f.duplicates_ttl_dedup
         ),
     );
+    let eos = match (&f.eos, eos_skipped) {
+        (Some(eos), _) => Ok(eos),
+        (None, reason) => Err(reason.unwrap_or("the transactional run did not run")),
+    };
+    eos_figures::verdict(&mut checks, eos);
     checks
 }

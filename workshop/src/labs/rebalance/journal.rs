@@ -109,6 +109,11 @@ pub enum Event {
         offsets: BTreeMap<i32, i64>,
         error: String,
     },
+    /// The transactional run: the member aborted the batch's transaction after its offsets or
+    /// its commit were refused.
+    TransactionAborted {
+        generation: i32,
+    },
     /// The failed commit sent again as the member it used to be: the coordinator's answer.
     LateCommitAnswered {
         generation: i32,
@@ -245,6 +250,8 @@ impl Entry {
                 format!("Found no committed offset for partition {topic}-{partition}"),
             ),
             Event::CommitFailed { error, .. } => ("ERROR", format!("CommitFailedException: {error}")),
+            // Kafka's TransactionManager, as a transaction ends in abort.
+            Event::TransactionAborted { .. } => ("INFO", "Aborting incomplete transaction".to_string()),
             Event::LateCommitAnswered {
                 generation,
                 member_id,

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::capture::{MemberTag, MEMBER};
+use super::eos::{Transactional, Txn};
 use super::journal::{Event, Journal, Range};
 use super::ledger::{Applier, Delivery, Stores};
 use super::payments::Payment;
@@ -51,6 +52,8 @@ pub struct Setup {
     pub processing: Duration,
     pub journal: Arc<Journal>,
     pub stores: Arc<Stores>,
+    /// In the transactional run: each batch is one Kafka transaction.
+    pub transactional: Option<Transactional>,
     pub control: watch::Receiver<Control>,
 }
 
@@ -88,6 +91,7 @@ pub async fn run(setup: Setup) {
     let member = Member {
         setup,
         coordinator: None,
+        txn: None,
         tag: tag.clone(),
         added: Arc::default(),
         seen_generation: -1,
@@ -105,6 +109,8 @@ struct Member {
     /// The route to the group's coordinator for the lab's own requests (offset lookups, the
     /// late commit, a static member's LeaveGroup); one per incarnation, as the client is.
     coordinator: Option<Coordinator>,
+    /// The transactional producer, in the transactional run; one per incarnation too.
+    txn: Option<Txn>,
     tag: Arc<MemberTag>,
     /// Partitions the listener was given, waiting for their committed offsets to be read.
     added: Arc<Mutex<Vec<i32>>>,
@@ -141,7 +147,7 @@ impl Member {
             }
             let processed = self.process(consumer.generation(), batch).await?;
             self.maybe_stall().await;
-            self.commit(&mut consumer, processed).await;
+            self.commit(&mut consumer, processed).await?;
             self.observe(&consumer, false);
             if let Some(downtime) = self.restart_due() {
                 consumer = self.restart(consumer, downtime).await?;
@@ -169,6 +175,9 @@ impl Member {
         });
         self.seen_generation = -1;
         self.coordinator = Some(Coordinator::new(&client, &s.group));
+        if let Some(t) = &s.transactional {
+            self.txn = Some(Txn::start(&client, t, s.name)?);
+        }
         Ok(consumer)
     }
 
@@ -273,6 +282,9 @@ impl Member {
             generation: generation.id,
         };
         let clock = self.setup.journal.clock();
+        if let Some(txn) = &self.txn {
+            txn.begin().await?;
+        }
         let mut ranges = Vec::new();
         let mut offsets = BTreeMap::new();
         for part in batch {
@@ -300,6 +312,9 @@ impl Member {
                     at_ms: clock.ms(),
                     at: Instant::now(),
                 });
+                if let Some(txn) = &self.txn {
+                    txn.produce(&payment, part.partition, record.offset).await?;
+                }
             }
             self.processed += part.records.len();
             offsets.insert(part.partition, range.last + 1);
@@ -344,8 +359,16 @@ impl Member {
     }
 
     /// Commits the batch; a refusal is recorded, and a `CommitFailed` is put to the coordinator
-    /// once more with the member's old identity, to show it is the broker's answer too.
-    async fn commit(&mut self, consumer: &mut GroupConsumer, done: Processed) {
+    /// once more with the member's old identity, to show it is the broker's answer too. In the
+    /// transactional run the offsets go into the batch's transaction instead.
+    async fn commit(
+        &mut self,
+        consumer: &mut GroupConsumer,
+        done: Processed,
+    ) -> Result<(), String> {
+        if self.txn.is_some() {
+            return self.commit_transaction(done).await;
+        }
         let topic = &self.setup.topic;
         let offsets: BTreeMap<TopicPartition, i64> = done
             .offsets
@@ -385,6 +408,50 @@ impl Member {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The batch's offsets into its transaction, as the member of the batch's generation, then
+    /// the commit; a refused transaction is aborted. Only an abort that fails stops the member.
+    async fn commit_transaction(&mut self, done: Processed) -> Result<(), String> {
+        let Some(txn) = &self.txn else {
+            return Ok(());
+        };
+        let s = &self.setup;
+        let offsets: Vec<(String, i32, i64)> = done
+            .offsets
+            .iter()
+            .map(|(&p, &o)| (s.topic.clone(), p, o))
+            .collect();
+        let instance = s.config.group_instance_id.as_deref();
+        let name = Some(s.name);
+        let generation = done.generation.id;
+        match txn
+            .commit(&s.group, &done.generation, instance, &offsets)
+            .await
+        {
+            Ok(()) => s.journal.record(
+                name,
+                Event::Commit {
+                    generation,
+                    offsets: done.offsets,
+                },
+            ),
+            Err(refused) => {
+                s.journal.record(
+                    name,
+                    Event::CommitFailed {
+                        generation,
+                        offsets: done.offsets,
+                        error: refused.error,
+                    },
+                );
+                refused.aborted?;
+                s.journal
+                    .record(name, Event::TransactionAborted { generation });
+            }
+        }
+        Ok(())
     }
 
     /// OffsetCommit with the generation and member id the batch was processed under.
@@ -438,6 +505,9 @@ impl Member {
         if let Err(e) = consumer.close().await {
             return Err(format!("closing before the restart failed: {e}"));
         }
+        if let Some(txn) = self.txn.take() {
+            txn.close().await;
+        }
         journal.update_view(name, |v| {
             v.generation = -1;
             v.partitions.clear();
@@ -452,7 +522,10 @@ impl Member {
     /// Leaves at the end of the scenario. A static member's `close` keeps its place for the
     /// session timeout, so it is also removed by instance id, as Kafka's admin tool removes
     /// static members, and the group can be deleted.
-    async fn leave(&self, consumer: GroupConsumer) {
+    async fn leave(&mut self, consumer: GroupConsumer) {
+        if let Some(txn) = self.txn.take() {
+            txn.close().await;
+        }
         let generation = consumer.generation();
         if let Err(e) = consumer.close().await {
             tracing::warn!(member = self.setup.name, %e, "closing the consumer failed");

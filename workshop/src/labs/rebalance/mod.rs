@@ -9,7 +9,9 @@
 //! processed but never committed, and they must agree. Then the same group runs again to
 //! compare: cooperative-sticky, static membership, a smaller max.poll.records; and the same
 //! deliveries reach two more ledgers, one with dedup in its own transaction, one behind a cache
-//! with a TTL.
+//! with a TTL. Last, the stall once more with every member in Kafka transactions
+//! (read_committed downstream): the output topic holds each payment once, the payment gateway
+//! is still called twice for the redelivered batch.
 //!
 //! Everything goes through a real broker (embedded, or `--bootstrap`) and our client's group
 //! member; the lab chooses only when a member stalls or restarts. On the embedded broker the
@@ -20,10 +22,14 @@
 //! - [`ledger`], [`accounting`]: the stores and the counting, with their own tests.
 //! - `plan`: flag, names, timings, the five runs; `payments`: what is produced;
 //!   `member`: one member's task; `scenario`: one run end to end; `journal`: what happened;
-//!   `capture`: the client's own log lines; `figures`: JSON and verdict; `story`: narration.
+//!   `capture`: the client's own log lines; `figures`: JSON and verdict; `story`: narration;
+//!   `eos`, `eos_figures`, `eos_story`: the transactional run, its figures, its narration.
 
 pub mod accounting;
 mod capture;
+mod eos;
+mod eos_figures;
+mod eos_story;
 mod figures;
 mod journal;
 pub mod ledger;
@@ -38,7 +44,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::lab::{Lab, LabContext, LabError, Target};
-use crate::report::{LabReport, Narrator, Progress};
+use crate::report::{LabReport, Narrator, Progress, SkippedPhase};
 use crate::stop::Stop;
 use crate::target::Cluster;
 use capture::{Capture, Journals};
@@ -65,21 +71,38 @@ impl Lab for Rebalance {
         let rt = runtime(&ctx.target)?;
         let journals = Journals::default();
         let capture = tracing::Dispatch::new(Capture::new(journals.clone()));
-        let progress = n.progress(Kind::ALL.len() as u64, "running the group");
+        let progress = n.progress(Kind::ALL.len() as u64 + 1, "running the group");
         let ran = tracing::dispatcher::with_default(&capture, || {
             rt.block_on(run_all(&ctx.target, &ctx.stop, &plan, &journals, &progress))
         });
         progress.finish();
-        let (target, outcomes) = ran?;
+        let (target, Runs { outcomes, eos }) = ran?;
         if let Some((file, path)) = timeline {
-            write_timeline(file, path, &outcomes)?;
+            let eos_run = eos.as_ref().ok().map(|e| &e.run);
+            write_timeline(file, path, outcomes.iter().chain(eos_run))?;
         }
-        let figures = figures::build(&plan, &outcomes).map_err(LabError::Internal)?;
+        let figures =
+            figures::build(&plan, &outcomes, eos.as_ref().ok()).map_err(LabError::Internal)?;
+        let skipped = eos.as_ref().err().map(String::as_str);
         tell(n, &plan, &figures, &outcomes, &target, &ctx.target);
+        eos_story::tell(n, &figures, eos.as_ref().ok(), skipped);
 
-        let checks = figures::verdict(&figures);
-        n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
+        let checks = figures::verdict(&figures, skipped);
+        let mut summary = story::summary(&figures);
+        if let Some((happened, why)) = eos_story::summary(&figures) {
+            summary.happened.push(happened);
+            summary.why.push(why);
+        }
+        n.summary(&summary);
+        let skipped: Vec<SkippedPhase> = skipped
+            .map(|reason| SkippedPhase {
+                phase: eos_story::TITLE.to_string(),
+                reason: reason.to_string(),
+            })
+            .into_iter()
+            .collect();
+        let report =
+            LabReport::new(Self::NAME, expected, checks.shown(), &figures)?.skipping(skipped);
         n.verdict(&report, &checks);
         Ok(report)
     }
@@ -99,14 +122,21 @@ fn runtime(target: &Target) -> Result<tokio::runtime::Runtime, LabError> {
         .map_err(|e| LabError::Internal(format!("cannot start a tokio runtime: {e}")))
 }
 
-/// Opens the broker, runs the five scenarios, and cleans up whatever happened.
+/// What the lab ran: the at-least-once runs, and the transactional one (or why the cluster
+/// could not run it).
+struct Runs {
+    outcomes: Vec<Outcome>,
+    eos: Result<eos::EosOutcome, String>,
+}
+
+/// Opens the broker, runs the six scenarios, and cleans up whatever happened.
 async fn run_all(
     target: &Target,
     stop: &Stop,
     plan: &Plan,
     journals: &Journals,
     progress: &Progress,
-) -> Result<(String, Vec<Outcome>), LabError> {
+) -> Result<(String, Runs), LabError> {
     let clock = Clock::start();
     let cluster = Cluster::open(target, stop, Rebalance::NAME).await?;
     let outcomes = cluster
@@ -125,9 +155,14 @@ async fn scenarios(
     journals: &Journals,
     clock: Clock,
     progress: &Progress,
-) -> Result<Vec<Outcome>, LabError> {
+) -> Result<Runs, LabError> {
     let one = |kind: Kind| async move {
-        let outcome = scenario::run(cluster, plan, plan.spec(kind), journals, clock).await;
+        let outcome = scenario::run(cluster, plan, plan.spec(kind), journals, clock, None).await;
+        progress.inc();
+        outcome
+    };
+    let transactional = async {
+        let outcome = eos::run(cluster, plan, journals, clock).await;
         progress.inc();
         outcome
     };
@@ -136,16 +171,21 @@ async fn scenarios(
         for kind in Kind::ALL {
             outcomes.push(one(kind).await?);
         }
-        return Ok(outcomes);
+        let eos = transactional.await?;
+        return Ok(Runs { outcomes, eos });
     }
-    let (a, b, c, d, e) = tokio::join!(
+    let (a, b, c, d, e, eos) = tokio::join!(
         one(Kind::Baseline),
         one(Kind::Cooperative),
         one(Kind::SmallBatch),
         one(Kind::Static),
-        one(Kind::Dynamic)
+        one(Kind::Dynamic),
+        transactional
     );
-    Ok(vec![a?, b?, c?, d?, e?])
+    Ok(Runs {
+        outcomes: vec![a?, b?, c?, d?, e?],
+        eos: eos?,
+    })
 }
 
 fn tell(
@@ -184,7 +224,11 @@ fn timeline_error(path: &Path, e: &std::io::Error) -> LabError {
 }
 
 /// Every run's journal as JSON lines, in time order (runs side by side interleave).
-fn write_timeline(file: File, path: &Path, outcomes: &[Outcome]) -> Result<(), LabError> {
+fn write_timeline<'a>(
+    file: File,
+    path: &Path,
+    outcomes: impl Iterator<Item = &'a Outcome>,
+) -> Result<(), LabError> {
     let mut lines: Vec<(u64, String)> = Vec::new();
     for o in outcomes {
         lines.extend(o.journal.timeline());

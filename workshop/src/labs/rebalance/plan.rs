@@ -111,9 +111,13 @@ pub enum Kind {
     Static,
     /// The same restart as a dynamic member, for contrast.
     Dynamic,
+    /// The baseline's stall with every member in Kafka transactions (run separately: a
+    /// cluster may not offer them).
+    Eos,
 }
 
 impl Kind {
+    /// The at-least-once runs (every cluster runs them).
     pub const ALL: [Kind; 5] = [
         Kind::Baseline,
         Kind::Cooperative,
@@ -130,6 +134,7 @@ impl Kind {
             Kind::SmallBatch => "small-batch",
             Kind::Static => "static",
             Kind::Dynamic => "dynamic",
+            Kind::Eos => "eos",
         }
     }
 }
@@ -238,7 +243,7 @@ impl Plan {
                 "range",
                 SMALL_MAX_POLL_RECORDS,
                 false,
-                stall,
+                stall.clone(),
             ),
             spec(
                 Kind::Static,
@@ -248,6 +253,7 @@ impl Plan {
                 restart.clone(),
             ),
             spec(Kind::Dynamic, "range", MAX_POLL_RECORDS, false, restart),
+            spec(Kind::Eos, "range", MAX_POLL_RECORDS, false, stall),
         ];
         Plan {
             timing,

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::accounting;
 use super::capture::Journals;
+use super::eos::Transactional;
 use super::journal::{Clock, Event, Journal, View};
 use super::ledger::Stores;
 use super::member::{self, Control, Setup};
@@ -49,19 +50,20 @@ pub struct Outcome {
 }
 
 /// Runs `spec`; its journal is registered with `journals` meanwhile, so the client's log lines
-/// of its group reach it.
+/// of its group reach it. With `transactional`, the members process in Kafka transactions.
 pub async fn run(
     cluster: &Cluster,
     plan: &Plan,
     spec: &Spec,
     journals: &Journals,
     clock: Clock,
+    transactional: Option<&Transactional>,
 ) -> Result<Outcome, LabError> {
     let topic = cluster.create_topic(&spec.topic, PARTITIONS).await?;
     let group = cluster.group(&spec.group);
     let journal = Journal::new(spec.kind.key(), &group, &topic, clock);
     journals.register(&journal);
-    let outcome = drive(cluster, plan, spec, &journal).await;
+    let outcome = drive(cluster, plan, spec, &journal, transactional).await;
     journals.unregister(&journal);
     outcome
 }
@@ -71,6 +73,7 @@ async fn drive(
     plan: &Plan,
     spec: &Spec,
     journal: &Arc<Journal>,
+    transactional: Option<&Transactional>,
 ) -> Result<Outcome, LabError> {
     let timing = &plan.timing;
     let patience = timing.patience;
@@ -89,6 +92,7 @@ async fn drive(
             processing: timing.processing,
             journal: journal.clone(),
             stores: stores.clone(),
+            transactional: transactional.cloned(),
             control: members.control.subscribe(),
         });
         let joined = &MEMBERS[..=i];

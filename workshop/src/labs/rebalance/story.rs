@@ -9,7 +9,7 @@ use super::plan::Plan;
 use super::scenario::Outcome;
 use crate::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
 
-fn secs(ms: u64) -> String {
+pub(super) fn secs(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms} ms")
     } else if ms.is_multiple_of(1000) {
