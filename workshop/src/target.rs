@@ -26,7 +26,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use client::{
     Admin, ApiKey, Client, ClientConfig, Consumer, ConsumerConfig, NewTopic, OffsetReset,
-    OffsetSpec, ProducerConfig, ProtocolError, Record, SeekTo, TopicPartition,
+    OffsetSpec, Producer, ProducerConfig, ProtocolError, Record, RetryPolicy, SeekTo,
+    TopicPartition,
 };
 
 use crate::lab::{LabError, Target};
@@ -247,6 +248,57 @@ impl Cluster {
                 ),
             })),
             Err(e) => Err(broker_error("asking the cluster which APIs it offers", &e)),
+        }
+    }
+
+    /// Why idempotent producers cannot run on this cluster (`this cluster does not offer
+    /// InitProducerId (idempotent producers)`), or `None` when they can.
+    pub async fn lacks_producer_ids(&self) -> Result<Option<String>, LabError> {
+        let lacking = self.lacks(ApiKey::InitProducerId).await?;
+        Ok(lacking.map(|reason| format!("{reason} (idempotent producers)")))
+    }
+
+    /// Why producers with a transactional id cannot run on this cluster, or `None` when they
+    /// can. Another Kafka-protocol broker may offer idempotence without transactions; it then
+    /// refuses InitProducerId with a transactional id, or names no coordinator for one. A
+    /// producer started with a transactional id of its own finds out, as a lab's writers would,
+    /// without touching their ids' epochs.
+    pub async fn lacks_transactional_ids(&self) -> Result<Option<String>, LabError> {
+        if let Some(reason) = self.lacks_producer_ids().await? {
+            return Ok(Some(reason));
+        }
+        let config = ProducerConfig {
+            enable_idempotence: true,
+            transactional_id: Some(self.name("ledger-probe")),
+            // A cluster without a coordinator for it answers at once; a few quick retries
+            // cover one that is still electing one.
+            retry: RetryPolicy {
+                retries: 10,
+                backoff: Duration::from_millis(10),
+                backoff_max: Duration::from_millis(200),
+            },
+            ..producer_config()
+        };
+        let what = "asking the cluster for a transactional id";
+        let probe =
+            Producer::new(self.client.clone(), config).map_err(|e| broker_error(what, &e))?;
+        let answer = probe.producer_id().await;
+        probe.close().await;
+        match answer {
+            Ok(_) => Ok(None),
+            Err(e) => {
+                let cause = e.fatal_cause().unwrap_or(&e);
+                match (cause.server(), cause.unsupported_api()) {
+                    (Some(refused), _) => Ok(Some(format!(
+                        "this cluster does not offer transactional ids (it answered {})",
+                        refused.name()
+                    ))),
+                    (None, Some(_)) => Ok(Some(
+                        "this cluster does not offer transactional ids".to_string(),
+                    )),
+                    (None, None) => Err(broker_error(what, &e)),
+                }
+            }
         }
     }
 

@@ -21,7 +21,7 @@ mod plan;
 mod resize;
 mod restart;
 mod story;
-pub(crate) mod zombie;
+mod zombie;
 
 use std::time::Duration;
 
@@ -108,7 +108,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     story::lost_acks_evidence(n, &plain, &figures::loss_rows(&plain));
 
     // Every phase from here on needs a producer id; a cluster without InitProducerId runs none.
-    let no_ids = lacking_producer_ids(cluster).await?;
+    let no_ids = cluster.lacks_producer_ids().await?;
     story::idempotent_opening(
         n,
         plan,
@@ -168,7 +168,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
 
     let lacking = match &no_ids {
         Some(reason) => Some(reason.clone()),
-        None => zombie::lacking(cluster).await?,
+        None => cluster.lacks_transactional_ids().await?,
     };
     story::zombie_opening(n, plan, lacking.as_deref());
     let zombie = match lacking {
@@ -228,13 +228,6 @@ async fn idempotent_phase(
     story::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
     story::broker_side(n, plan, broker_side.as_ref());
     Ok((idempotent, broker_side))
-}
-
-/// Why this cluster cannot give a producer an id, which every phase after the first needs
-/// (`this cluster does not offer InitProducerId (idempotent producers)`), or `None` when it can.
-async fn lacking_producer_ids(cluster: &Cluster) -> Result<Option<String>, LabError> {
-    let lacking = cluster.lacks(ApiKey::InitProducerId).await?;
-    Ok(lacking.map(|reason| format!("{reason} (idempotent producers)")))
 }
 
 /// The lab's producers: no linger (each record is its own request, so one lost acknowledgement

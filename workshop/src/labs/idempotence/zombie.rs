@@ -162,39 +162,6 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
     })
 }
 
-/// Why a cluster that offers InitProducerId cannot run this phase, or `None` when it can: the
-/// fenced pair needs a transactional id. Another Kafka-protocol broker may offer idempotence
-/// without transactions; it then refuses InitProducerId with a transactional id, or names no
-/// coordinator for one. A producer started with a transactional id of its own finds out, as the
-/// fenced writers would, without touching their id's epoch.
-pub async fn lacking(cluster: &Cluster) -> Result<Option<String>, LabError> {
-    let config = ProducerConfig {
-        transactional_id: Some(cluster.name("ledger-probe")),
-        ..producer_config(true, None)
-    };
-    let what = "asking the cluster for a transactional id";
-    let probe =
-        Producer::new(cluster.client().clone(), config).map_err(|e| send_error(what, &e))?;
-    let answer = probe.producer_id().await;
-    probe.close().await;
-    match answer {
-        Ok(_) => Ok(None),
-        Err(e) => {
-            let cause = e.fatal_cause().unwrap_or(&e);
-            match (cause.server(), cause.unsupported_api()) {
-                (Some(refused), _) => Ok(Some(format!(
-                    "this cluster does not offer transactional ids (it answered {})",
-                    refused.name()
-                ))),
-                (None, Some(_)) => Ok(Some(
-                    "this cluster does not offer transactional ids".to_string(),
-                )),
-                (None, None) => Err(send_error(what, &e)),
-            }
-        }
-    }
-}
-
 async fn start(
     cluster: &Cluster,
     config: ProducerConfig,

@@ -34,8 +34,7 @@ use super::payments::Payment;
 use super::plan::{Kind, Plan, PARTITIONS};
 use super::scenario::{self, Outcome};
 use crate::lab::LabError;
-use crate::labs::idempotence::zombie;
-use crate::target::{broker_error, Cluster};
+use crate::target::{self, broker_error, Cluster};
 
 /// The output topic, as the lab calls it (suffixed under `--bootstrap`).
 pub const OUTPUT: &str = "payments-applied";
@@ -78,7 +77,7 @@ impl Txn {
             enable_idempotence: true,
             transactional_id: Some(format!("{}-{member}", t.id_prefix)),
             linger: Duration::ZERO,
-            ..ProducerConfig::default()
+            ..target::producer_config()
         };
         let producer = Producer::new(client.clone(), config)
             .map_err(|e| format!("cannot start the transactional producer: {e}"))?;
@@ -180,7 +179,7 @@ pub async fn run(
     journals: &Journals,
     clock: Clock,
 ) -> Result<Result<EosOutcome, String>, LabError> {
-    if let Some(reason) = zombie::lacking(cluster).await? {
+    if let Some(reason) = cluster.lacks_transactional_ids().await? {
         return Ok(Err(reason));
     }
     let output = cluster.create_topic(OUTPUT, PARTITIONS).await?;
