@@ -17,7 +17,7 @@ pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
     let ratio = capacity as f64 / plan.rate as f64;
     let about = format!(
         "A topic of {} partitions keyed by tenant id (Kafka's murmur2 partitioner). {} tenants send \
-         orders; one of them sends as much as all the others together (seed 001's super tenant). The \
+         orders; one of them sends as much as all the others together (source 001's super tenant). The \
          producer sends {} records at {} a second. A consumer group with one member per partition \
          processes each partition at a fixed {} records a second: together {} a second, {ratio:.1}x the \
          traffic, {}.",
@@ -247,7 +247,7 @@ pub fn salted_opening(n: &mut Narrator, plan: &Timed) {
     n.phase(Phase {
         title: "Salt the hot tenant",
         about: &format!(
-            "Seed 003's fix: write the hot tenant under one of {} sub-keys picked at random per record \
+            "Source 003's fix: write the hot tenant under one of {} sub-keys picked at random per record \
              ({}#0 to {}#{}), leave every other tenant alone, and run the same traffic again on a fresh \
              topic and group.",
             plan.salt,
@@ -356,7 +356,7 @@ pub fn summary(f: &Figures) -> Summary {
              out S ways and merge. Cheap for counters, costly for 'latest N'."
                 .into(),
             "Or: a cache with request coalescing in front of hot reads; a dedicated partition or topic for a \
-             super tenant; virtual buckets as in seed 001, moved online with a versioned routing table."
+             super tenant; virtual buckets as in source 001, moved online with a versioned routing table."
                 .into(),
         ],
     }
