@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use workshop::report::{lag_lines, Event, Gate, Recorder};
 use support::{assert_figures_follow_the_seed, run_json, BrokerProcess};
+use workshop::report::{lag_lines, Event, Gate, Recorder};
 
 /// The default run, once for all tests, parsed back from its JSON document.
 fn default_run() -> &'static Value {
@@ -137,7 +137,11 @@ fn the_lag_table_in_the_stall_shows_what_billing_3_processed_and_did_not_commit(
         .expect("a lag table");
     let uncommitted = |p: i32| {
         let row = rows.iter().find(|r| r.partition == p).unwrap();
-        (row.client_id.clone().unwrap(), row.current_offset, row.processed_uncommitted)
+        (
+            row.client_id.clone().unwrap(),
+            row.current_offset,
+            row.processed_uncommitted,
+        )
     };
     let billing_3 = |offset, n| ("billing-3".to_string(), offset, Some(n));
     assert_eq!(uncommitted(3), billing_3(Some(94), 0));
@@ -152,7 +156,12 @@ fn the_lag_table_in_the_stall_shows_what_billing_3_processed_and_did_not_commit(
         *per_member.entry(r.client_id.clone().unwrap()).or_insert(0) +=
             r.processed_uncommitted.unwrap();
     }
-    let expected = [("billing-1", 33), ("billing-3", 100), ("billing-5", 33), ("billing-7", 33)];
+    let expected = [
+        ("billing-1", 33),
+        ("billing-3", 100),
+        ("billing-5", 33),
+        ("billing-7", 33),
+    ];
     let expected: std::collections::BTreeMap<String, u64> =
         expected.iter().map(|(m, n)| (m.to_string(), *n)).collect();
     assert_eq!(per_member, expected);

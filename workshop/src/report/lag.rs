@@ -77,7 +77,11 @@ impl LagRow {
 /// The largest lag of the rows and their mean over the rows that have one: a partition nobody
 /// committed on ("-") is not a lag of 0, so it is left out (0 when no row has a lag).
 pub fn max_and_average(rows: &[LagRow]) -> (u64, f64) {
-    let lags: Vec<u64> = rows.iter().filter_map(|r| r.lag()).map(|l| l as u64).collect();
+    let lags: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r.lag())
+        .map(|l| l as u64)
+        .collect();
     let max = lags.iter().copied().max().unwrap_or(0);
     let avg = if lags.is_empty() {
         0.0
@@ -250,10 +254,7 @@ pub fn lag_lines(rows: &[LagRow], width: usize, all_partitions: bool) -> (String
                     String::new(),
                 ]
                 .into_iter()
-                .chain(tail(
-                    String::new(),
-                    bar(avg.round() as u64, max, bar_width),
-                )),
+                .chain(tail(String::new(), bar(avg.round() as u64, max, bar_width))),
             );
         }
         table
@@ -354,7 +355,10 @@ mod tests {
         let (_, body) = lag_lines(&rows, 100, false);
         let average = body.last().unwrap();
         assert!(
-            average.split_whitespace().take(4).eq(["(average)", "of", "2", "15"]),
+            average
+                .split_whitespace()
+                .take(4)
+                .eq(["(average)", "of", "2", "15"]),
             "{average}"
         );
     }
@@ -396,7 +400,10 @@ mod tests {
         );
         // 1000 over the three partitions with a committed offset; 3 and 4 have none.
         assert!(
-            body[3].split_whitespace().take(4).eq(["(average)", "of", "3", "333"]),
+            body[3]
+                .split_whitespace()
+                .take(4)
+                .eq(["(average)", "of", "3", "333"]),
             "{}",
             body[3]
         );
@@ -428,7 +435,10 @@ mod tests {
                 .map(str::to_string)
                 .collect()
         };
-        assert_eq!(cells(&body[1])[..6], ["t", "4", "6", "69", "63", "billing-3"]);
+        assert_eq!(
+            cells(&body[1])[..6],
+            ["t", "4", "6", "69", "63", "billing-3"]
+        );
         assert_eq!(cells(&body[1])[6], "63");
         assert_eq!(
             cells(&body[2])[..6],
@@ -438,7 +448,10 @@ mod tests {
         );
         assert_eq!(cells(&body[2])[6], "37");
         assert!(
-            body[4].split_whitespace().take(4).eq(["(average)", "of", "3", "55"]),
+            body[4]
+                .split_whitespace()
+                .take(4)
+                .eq(["(average)", "of", "3", "55"]),
             "{}",
             body[4]
         );

@@ -37,8 +37,9 @@ pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
         predict: "how many users change shard, and from where to where?",
     });
     n.answer();
-    let tables = [ring_v7(), ring_v8()]
-        .map(|ring| RoutingTable::new(ring, BTreeMap::new()).expect("source 004's rings are valid"));
+    let tables = [ring_v7(), ring_v8()].map(|ring| {
+        RoutingTable::new(ring, BTreeMap::new()).expect("source 004's rings are valid")
+    });
     let before = figures::users_per_shard(&profiles.users, &tables[0]);
     let after = figures::users_per_shard(&profiles.users, &tables[1]);
     let mut table = Table::new(&[

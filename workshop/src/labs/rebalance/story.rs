@@ -332,7 +332,11 @@ fn processed_per_member(f: &Figures, base: &Outcome) -> String {
     let list: Vec<String> = per_member
         .iter()
         .map(|(m, n)| {
-            let stalled = if *m == f.stalled_member { " (stalled)" } else { "" };
+            let stalled = if *m == f.stalled_member {
+                " (stalled)"
+            } else {
+                ""
+            };
             format!("{m}{stalled} {n}")
         })
         .collect();
