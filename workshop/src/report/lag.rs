@@ -222,11 +222,8 @@ pub fn lag_lines(rows: &[LagRow], width: usize, all_partitions: bool) -> (String
                         _ => format!("{} consumers", owners.len()),
                     };
                     // Nothing waits on an idle partition, so nothing processed is uncommitted.
-                    let uncommitted = run
-                        .iter()
-                        .all(|r| r.processed_uncommitted.is_some())
-                        .then(|| "0".to_string())
-                        .unwrap_or_default();
+                    let known = run.iter().all(|r| r.processed_uncommitted.is_some());
+                    let uncommitted = if known { "0" } else { "" }.to_string();
                     table.row(
                         [
                             run[0].topic.clone(),
