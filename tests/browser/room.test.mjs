@@ -3,7 +3,7 @@
 //
 //   node room.test.mjs WORKSHOP_BINARY ARTIFACTS_DIR
 //
-// 1. `workshop playground --web 127.0.0.1:0`: seed 000's buttons in the seed's order; the table
+// 1. `workshop playground --web 127.0.0.1:0`: source 000's buttons in the source's order; the table
 //    must read 4/4/4, then 10/1/1 with 6 queued, then 12 queued, drained 8, 4, 0; hot key 1 moves
 //    the load to P1, hot key 3 back to P0. Then the free mode: a topic grown from 6 to 12
 //    partitions while records flow.

@@ -17,7 +17,7 @@ use crate::web::playground::PlaygroundArgs;
 ///
 /// Why 5: lab `rehash` draws its ring's token placement from the seed, and with five nodes one
 /// ring's spread (stddev/avg of keys per node) is itself a random draw with four degrees of
-/// freedom. Over seeds 0 to 59 the 256-token ring's spread has a mean of 5.1 % and lands in seed
+/// freedom. Over seeds 0 to 59 the 256-token ring's spread has a mean of 5.1 % and lands in source
 /// 003's "5-8 %" for 20 of the 60. Seed 5 is one of those and a typical draw (20.4 % moved, 6.3 %
 /// spread, against 1/sqrt(256) = 6.25 %), so the default run shows the article's figures; the lab
 /// prints the mean over 64 placements next to it, which does not hang on the seed.
@@ -92,7 +92,7 @@ pub fn command() -> clap::Command {
         )
         .subcommand(
             PlaygroundArgs::augment_args(clap::Command::new("playground"))
-                .about("Seed 000's hot-key exercise and a free mode, live in a browser, on a real broker"),
+                .about("Source 000's hot-key exercise and a free mode, live in a browser, on a real broker"),
         )
         .subcommands(labs)
 }

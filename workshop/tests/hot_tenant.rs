@@ -1,7 +1,7 @@
 //! Lab `hot-tenant` run in-process, as `--json` reports it, in each mode; and once more against
 //! a broker binary started separately (`--bootstrap`), as against a real cluster.
 //!
-//! `--model` and `--steps` are exact: the seeds' figures. The timed run's figures are a function
+//! `--model` and `--steps` are exact: the sources' figures. The timed run's figures are a function
 //! of the seed (its traffic-time model fixes arrivals and capacity per tick, see
 //! `timed/workers.rs`): recomputed exactly where the test can (records per partition, the lag
 //! left after the last tick, Kafka's partitioner), and equal run to run everywhere.
@@ -53,7 +53,7 @@ fn model_reproduces_seed_001() {
     assert_eq!(f["split_read_shards"], 8);
 }
 
-/// Seed 000's eight steps, as LABS.md gives them.
+/// Source 000's eight steps, as LABS.md gives them.
 fn seed_000_steps() -> Value {
     let step = |label: &str, a: [u64; 3], c: [u64; 3], q: [u64; 3]| json!({"label": label, "arrivals": a, "completed": c, "queued": q});
     json!([

@@ -80,7 +80,7 @@ fn assert_seed_figures(json: &Value) {
         "{detail}"
     );
 
-    // The seed's three lines, in this order, in the store's log of order 8842.
+    // Source 003's three lines, in this order, in the store's log of order 8842.
     let log: Vec<&str> = f["key_log"]
         .as_array()
         .unwrap()

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use support::{assert_figures_follow_the_seed, run_json, BrokerProcess};
+use workshop::report::{lag_lines, Event, Gate, Recorder};
 
 /// The default run, once for all tests, parsed back from its JSON document.
 fn default_run() -> &'static Value {
@@ -107,6 +108,73 @@ fn the_stall_applies_exactly_the_uncommitted_batch_twice() {
     }
     // Payments are charged twice by exactly the sum of the redelivered amounts: positive.
     assert!(f["double_charged_cents"].as_i64().unwrap() > 0);
+}
+
+/// kafka-consumer-groups.sh's view 5 s into the stall, with what each owner processed past the
+/// committed offset beside it: `payments-5` has no commit yet (lag "-"), but billing-3 has
+/// processed 37 of its payments; with `payments-4`'s 63, exactly what is applied again later.
+/// The others are 5 s into the batch they will commit: 33 payments at 150 ms each.
+#[test]
+fn the_lag_table_in_the_stall_shows_what_billing_3_processed_and_did_not_commit() {
+    let recorder = Recorder::new();
+    let view = recorder.clone();
+    let outcome = workshop::run_with(["rebalance", "--check"], |n| {
+        n.subscribe(Box::new(view));
+        n.pace(Gate::opened());
+    })
+    .unwrap();
+    let workshop::Outcome::Lab { report, .. } = outcome else {
+        panic!("rebalance listed the labs");
+    };
+    let figures: Value = serde_json::from_str(&report.to_json()).unwrap();
+    let rows = recorder
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::Lag { rows } => Some(rows),
+            _ => None,
+        })
+        .expect("a lag table");
+    let uncommitted = |p: i32| {
+        let row = rows.iter().find(|r| r.partition == p).unwrap();
+        (
+            row.client_id.clone().unwrap(),
+            row.current_offset,
+            row.processed_uncommitted,
+        )
+    };
+    let billing_3 = |offset, n| ("billing-3".to_string(), offset, Some(n));
+    assert_eq!(uncommitted(3), billing_3(Some(94), 0));
+    assert_eq!(uncommitted(4), billing_3(Some(6), 63));
+    assert_eq!(uncommitted(5), billing_3(None, 37));
+    for r in figures["figures"]["redeliveries"].as_array().unwrap() {
+        let p = r["partition"].as_i64().unwrap() as i32;
+        assert_eq!(uncommitted(p).2, Some(n(r, "count")), "{r}");
+    }
+    let mut per_member = std::collections::BTreeMap::new();
+    for r in &rows {
+        *per_member.entry(r.client_id.clone().unwrap()).or_insert(0) +=
+            r.processed_uncommitted.unwrap();
+    }
+    let expected = [
+        ("billing-1", 33),
+        ("billing-3", 100),
+        ("billing-5", 33),
+        ("billing-7", 33),
+    ];
+    let expected: std::collections::BTreeMap<String, u64> =
+        expected.iter().map(|(m, n)| (m.to_string(), *n)).collect();
+    assert_eq!(per_member, expected);
+
+    // As the room sees it: the partition without a commit shows its 37.
+    let (_, body) = lag_lines(&rows, 96, false);
+    let five: Vec<&str> = body
+        .iter()
+        .find(|l| l.split_whitespace().nth(1) == Some("5"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(five, ["payments", "5", "-", "116", "-", "billing-3", "37"]);
 }
 
 #[test]
@@ -274,7 +342,7 @@ fn a_seed_gives_the_same_figures_every_run_and_the_timeline_holds_the_group_even
         .iter()
         .filter(|l| l["scenario"] == "baseline")
         .collect();
-    // The stall's sequence, in the seed's order: poll timeout, revocations, commit failed.
+    // The stall's sequence, in source 003's order: poll timeout, revocations, commit failed.
     let at = |event: &str, member: Option<&str>| {
         baseline
             .iter()

@@ -1,4 +1,4 @@
-//! Lab `rehash` run in-process, as `--json` would report it: the seeds' exact figures, the
+//! Lab `rehash` run in-process, as `--json` would report it: the sources' exact figures, the
 //! ranges LABS.md gives, and the verdict. Lookup times are reported by the lab but never
 //! asserted here: timing belongs in benchmarks.
 
@@ -201,7 +201,7 @@ fn mod_n_moves_n_over_n_plus_one_and_between_old_nodes() {
 #[test]
 fn a_ring_with_256_vnodes_moves_about_a_fifth_with_a_5_to_8_percent_spread() {
     // Spread = stddev/avg of keys per node after the change (see measure.rs); with the default
-    // seed this ring's draw lands in seed 003's range (see cli::DEFAULT_SEED).
+    // seed this ring's draw lands in source 003's range (see cli::DEFAULT_SEED).
     let r = row(&default_run().figures["schemes"], "ring", Some(256));
     let moved = f64_of(&r["moved_fraction"]);
     let spread = f64_of(&r["stddev_over_avg"]);

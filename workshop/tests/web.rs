@@ -5,7 +5,7 @@
 //!   state and then carries the lab's events in the order the narrator emitted them; the gate is
 //!   released only for the wait the lab is at (400 for a bad body, 409 for another wait); a page
 //!   that never reads does not hold the lab back;
-//! - the playground: seed 000's buttons give seed 000's figures, measured on the embedded broker;
+//! - the playground: source 000's buttons give source 000's figures, measured on the embedded broker;
 //!   the state snapshot and the stream carry them; bad requests get 400 with a message.
 
 use std::io::{BufRead, BufReader, Read, Write};

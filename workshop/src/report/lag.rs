@@ -1,7 +1,12 @@
 //! Consumer lag as every lab shows it: per partition, in the columns of
 //! `kafka-consumer-groups.sh --describe`, with a bar per partition and the group's average
 //! underneath, because the average alone hides the skew (LABS.md, "What every lab has in
-//! common").
+//! common"). A partition the group never committed on has no lag ("-"): it is left out of the
+//! average, which then says how many partitions it is over.
+//!
+//! Where a lab knows what the members processed, a column beside the lag (PROCESSED) says how
+//! much of it no commit covers yet: what the tool cannot see, and what a new owner would process
+//! again.
 //!
 //! For a room ([`lag_lines`]) the member is its short name (its client id, or `consumer-N` when
 //! members share one) instead of the tool's UUID, runs of idle partitions collapse into one line,
@@ -32,6 +37,11 @@ pub struct LagRow {
     pub consumer_id: Option<String>,
     pub host: Option<String>,
     pub client_id: Option<String>,
+    /// Records the owner processed at or past the committed offset, as the members counted them;
+    /// `None` where the lab does not know (the tool never does: only the application knows what
+    /// it processed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processed_uncommitted: Option<u64>,
 }
 
 impl LagRow {
@@ -46,6 +56,7 @@ impl LagRow {
             consumer_id: p.owner.as_ref().map(|o| o.member_id.clone()),
             host: p.owner.as_ref().map(|o| o.host.clone()),
             client_id: p.owner.as_ref().map(|o| o.client_id.clone()),
+            processed_uncommitted: None,
         }
     }
 
@@ -63,9 +74,14 @@ impl LagRow {
     }
 }
 
-/// The largest lag of the rows and their mean over all rows (unknown lag counts as 0).
+/// The largest lag of the rows and their mean over the rows that have one: a partition nobody
+/// committed on ("-") is not a lag of 0, so it is left out (0 when no row has a lag).
 pub fn max_and_average(rows: &[LagRow]) -> (u64, f64) {
-    let lags: Vec<u64> = rows.iter().map(|r| r.lag().unwrap_or(0) as u64).collect();
+    let lags: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r.lag())
+        .map(|l| l as u64)
+        .collect();
     let max = lags.iter().copied().max().unwrap_or(0);
     let avg = if lags.is_empty() {
         0.0
@@ -73,6 +89,12 @@ pub fn max_and_average(rows: &[LagRow]) -> (u64, f64) {
         lags.iter().sum::<u64>() as f64 / lags.len() as f64
     };
     (max, avg)
+}
+
+/// How many partitions the average is over, when not all: `of N` (read after `(average)`).
+fn average_over(rows: &[LagRow]) -> Option<String> {
+    let known = rows.iter().filter(|r| r.lag().is_some()).count();
+    (known < rows.len()).then(|| format!("of {known}"))
 }
 
 /// Each owner's short name: its client id when every owner has its own, else `consumer-N` in
@@ -150,27 +172,48 @@ pub fn lag_lines(rows: &[LagRow], width: usize, all_partitions: bool) -> (String
             .unwrap_or_else(|| "-".into())
     };
     let (max, avg) = max_and_average(rows);
+    let processed = rows.iter().any(|r| r.processed_uncommitted.is_some());
     let build = |bar_width: usize| {
-        let mut table = Table::new(&[
+        let mut columns = vec![
             ("TOPIC", Align::Left),
             ("PARTITION", Align::Right),
             ("CURRENT-OFFSET", Align::Right),
             ("LOG-END-OFFSET", Align::Right),
             ("LAG", Align::Right),
             ("CONSUMER", Align::Left),
-            ("", Align::Left),
-        ]);
+        ];
+        if processed {
+            // Short, so the bars keep their room: of the lag, what is processed already.
+            columns.push(("PROCESSED", Align::Right));
+        }
+        columns.push(("", Align::Left));
+        let mut table = Table::new(&columns);
+        // The processed column, when the table has one: its cell, then the bar's.
+        let tail = |uncommitted: String, bar: String| {
+            if processed {
+                vec![uncommitted, bar]
+            } else {
+                vec![bar]
+            }
+        };
         for line in &lines {
             match line {
-                Line::One(r) => table.row([
-                    r.topic.clone(),
-                    r.partition.to_string(),
-                    dash(r.current_offset),
-                    dash(r.log_end_offset),
-                    dash(r.lag()),
-                    name(r),
-                    bar(r.lag().unwrap_or(0) as u64, max, bar_width),
-                ]),
+                Line::One(r) => table.row(
+                    [
+                        r.topic.clone(),
+                        r.partition.to_string(),
+                        dash(r.current_offset),
+                        dash(r.log_end_offset),
+                        dash(r.lag()),
+                        name(r),
+                    ]
+                    .into_iter()
+                    .chain(tail(
+                        r.processed_uncommitted
+                            .map_or_else(|| "-".to_string(), |n| n.to_string()),
+                        bar(r.lag().unwrap_or(0) as u64, max, bar_width),
+                    )),
+                ),
                 Line::Idle(run) => {
                     let mut owners: Vec<String> = run.iter().map(name).collect();
                     owners.dedup();
@@ -178,27 +221,38 @@ pub fn lag_lines(rows: &[LagRow], width: usize, all_partitions: bool) -> (String
                         [one] => one.clone(),
                         _ => format!("{} consumers", owners.len()),
                     };
-                    table.row([
-                        run[0].topic.clone(),
-                        format!("{}-{}", run[0].partition, run[run.len() - 1].partition),
-                        String::new(),
-                        String::new(),
-                        "0".to_string(),
-                        owner,
-                    ])
+                    // Nothing waits on an idle partition, so nothing processed is uncommitted.
+                    let known = run.iter().all(|r| r.processed_uncommitted.is_some());
+                    let uncommitted = if known { "0" } else { "" }.to_string();
+                    table.row(
+                        [
+                            run[0].topic.clone(),
+                            format!("{}-{}", run[0].partition, run[run.len() - 1].partition),
+                            String::new(),
+                            String::new(),
+                            "0".to_string(),
+                            owner,
+                        ]
+                        .into_iter()
+                        .chain(tail(uncommitted, String::new())),
+                    )
                 }
             };
         }
         if !rows.is_empty() {
-            table.row([
-                "(average)".to_string(),
-                String::new(),
-                String::new(),
-                String::new(),
-                (avg.round() as u64).to_string(),
-                String::new(),
-                bar(avg.round() as u64, max, bar_width),
-            ]);
+            table.row(
+                [
+                    "(average)".to_string(),
+                    // In the partition column, so the label does not widen the topic's.
+                    average_over(rows).unwrap_or_default(),
+                    String::new(),
+                    String::new(),
+                    (avg.round() as u64).to_string(),
+                    String::new(),
+                ]
+                .into_iter()
+                .chain(tail(String::new(), bar(avg.round() as u64, max, bar_width))),
+            );
         }
         table
     };
@@ -241,12 +295,17 @@ fn grid(rows: &[LagRow], width: usize) -> (String, Vec<String>) {
             cells.join("  ").trim_end().to_string()
         })
         .collect();
+    let label = match average_over(rows) {
+        Some(over) => format!("(average {over})"),
+        None => "(average)".to_string(),
+    };
+    // A longer label takes its extra columns from the bar.
+    let average_bar = bar_w.saturating_sub(label.chars().count().saturating_sub(9));
     body.push(
         format!(
-            "{:>9}  {:>lag_w$} {}",
-            "(average)",
+            "{label:>9}  {:>lag_w$} {}",
             avg.round() as u64,
-            bar(avg.round() as u64, max, bar_w)
+            bar(avg.round() as u64, max, average_bar)
         )
         .trim_end()
         .to_string(),
@@ -268,6 +327,17 @@ mod tests {
             consumer_id: Some(format!("{member}-0c61e815-8f70-4c37-87ba-67f421bb727e")),
             host: Some("/127.0.0.1".into()),
             client_id: Some(member.into()),
+            processed_uncommitted: None,
+        }
+    }
+
+    fn words(line: &str) -> Vec<&str> {
+        line.split_whitespace().collect()
+    }
+
+    fn assert_fits(header: &str, body: &[String], width: usize) {
+        for line in body.iter().map(String::as_str).chain([header]) {
+            assert!(line.chars().count() <= width, "{line}");
         }
     }
 
@@ -277,8 +347,21 @@ mod tests {
         assert_eq!(row(0, None, 10, "c").lag(), None);
         assert_eq!(
             max_and_average(&[row(0, Some(0), 1000, "a"), row(1, None, 5, "b")]),
-            (1000, 500.0)
+            (1000, 1000.0)
         );
+    }
+
+    #[test]
+    fn an_unknown_lag_is_left_out_of_the_average() {
+        let rows = [
+            row(0, Some(0), 10, "a"),
+            row(1, None, 7, "a"),
+            row(2, Some(5), 25, "b"),
+        ];
+        assert_eq!(max_and_average(&rows), (20, 15.0));
+        let (_, body) = lag_lines(&rows, 100, false);
+        let average = body.last().unwrap();
+        assert_eq!(words(average)[..4], ["(average)", "of", "2", "15"]);
     }
 
     #[test]
@@ -316,13 +399,41 @@ mod tests {
             "unknown lag is a dash: {}",
             body[2]
         );
-        assert!(body[3].starts_with("(average)") && body[3].contains("200"));
-        assert!(body
-            .iter()
-            .chain([&header])
-            .all(|l| l.chars().count() <= 100));
+        // 1000 over the three partitions with a committed offset; 3 and 4 have none.
+        assert_eq!(words(&body[3])[..4], ["(average)", "of", "3", "333"]);
+        assert_fits(&header, &body, 100);
         let (_, all) = lag_lines(&rows, 100, true);
         assert_eq!(all.len(), 6);
+    }
+
+    #[test]
+    fn what_the_members_processed_and_did_not_commit_stands_beside_the_lag() {
+        let mut rows = vec![
+            row(3, Some(94), 94, "billing-3"),
+            row(4, Some(6), 69, "billing-3"),
+            row(5, None, 116, "billing-3"),
+            row(8, Some(10), 112, "billing-5"),
+        ];
+        for (r, n) in rows.iter_mut().zip([0, 63, 37, 33]) {
+            r.processed_uncommitted = Some(n);
+        }
+        let (header, body) = lag_lines(&rows, 100, false);
+        assert!(header.ends_with("CONSUMER   PROCESSED"), "{header}");
+        assert_eq!(
+            words(&body[1])[..7],
+            ["t", "4", "6", "69", "63", "billing-3", "63"]
+        );
+        // No lag without a commit, yet 37 processed.
+        assert_eq!(
+            words(&body[2]),
+            ["t", "5", "-", "116", "-", "billing-3", "37"]
+        );
+        assert_eq!(words(&body[4])[..4], ["(average)", "of", "3", "55"]);
+        assert_fits(&header, &body, 100);
+        // Without the members' count, the tool's columns only.
+        rows.iter_mut().for_each(|r| r.processed_uncommitted = None);
+        let (header, _) = lag_lines(&rows, 100, false);
+        assert!(header.ends_with("CONSUMER"), "{header}");
     }
 
     #[test]

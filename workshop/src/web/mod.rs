@@ -5,7 +5,7 @@
 //!   broker's per-partition log end, committed offset and lag read several times a second
 //!   ([`poll`]), the group's members and assignments, the store's log as it is written, the
 //!   final figures and checks.
-//! - `workshop playground --web [ADDR]` ([`playground`]): seed 000's exercise on the real
+//! - `workshop playground --web [ADDR]` ([`playground`]): source 000's exercise on the real
 //!   broker, and a free mode (keyed traffic at a rate, members added, removed or stalled,
 //!   partitions added).
 //!

@@ -133,6 +133,7 @@ impl GroupOffsets {
                     consumer_id: None,
                     host: None,
                     client_id: None,
+                    processed_uncommitted: None,
                 });
             }
         }

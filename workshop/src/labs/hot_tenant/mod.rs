@@ -1,5 +1,5 @@
-//! Lab `hot-tenant`: lag that averages hide (LABS.md, "Lab hot-tenant"; seed 003 section 7,
-//! seeds 001 and 000).
+//! Lab `hot-tenant`: lag that averages hide (LABS.md, "Lab hot-tenant"; source 003 section 7,
+//! sources 001 and 000).
 //!
 //! Three modes:
 //! - default, the timed run: orders keyed by tenant through the broker, one super tenant sending
@@ -8,11 +8,11 @@
 //!   average looks harmless. A Space-Saving sketch over the consumed keys names the tenant;
 //!   more partitions would not help; salting the tenant into S sub-keys spreads the load, at
 //!   the price of its order and an S-way read.
-//! - `--model`: seed 001's routing model, exactly (SHA-256 stable hash, 8 shards, 64 buckets).
-//! - `--steps`: seed 000's step model (12 keys, 3 partitions, 4 per step) on the real broker,
+//! - `--model`: source 001's routing model, exactly (SHA-256 stable hash, 8 shards, 64 buckets).
+//! - `--steps`: source 000's step model (12 keys, 3 partitions, 4 per step) on the real broker,
 //!   queues measured as lag from the broker.
 //!
-//! Module map: [`plan`] flags; [`model`] and `model_mode` seed 001; [`steps`] seed 000;
+//! Module map: [`plan`] flags; [`model`] and `model_mode` source 001; [`steps`] source 000;
 //! `timed` the default run; [`sketch`] the heavy-hitter sketch; [`traffic`] the seeded tenant
 //! traffic; [`groups`] a group's committed offsets and lag as the broker reports them;
 //! [`reader`] one partition read in order at a consumer's own pace; [`verdict`] the checks and

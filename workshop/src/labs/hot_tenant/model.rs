@@ -1,8 +1,8 @@
-//! Seed 001's routing model (`hot_shard_demo.py`), reproduced exactly: which shard each order of
+//! Source 001's routing model (`hot_shard_demo.py`), reproduced exactly: which shard each order of
 //! each tenant lands on when shards are chosen by tenant only, and when the one super tenant is
 //! split into virtual buckets.
 //!
-//! The definitions are the seed's, to the byte:
+//! The definitions are source 001's, to the byte:
 //! - `stable_hash(s)`: the first 8 bytes, big-endian, of SHA-256 of the UTF-8 string `s`;
 //! - tenants 1 to 100 except the hot one place 1,000 orders each (ids 0..1000), the hot tenant
 //!   (42) places 100,000 (ids 0..100000): as much as the 99 others together;
@@ -10,14 +10,14 @@
 //! - split: the hot tenant's orders go to `bucket = stable_hash(str(order_id)) % buckets`, and
 //!   `shard = stable_hash(f"{tenant}:{bucket}") % shards`; other tenants stay tenant-only.
 //!
-//! The seed prints loads `[17000, 14000, 9000, 11000, 12000, 109000, 16000, 11000]` (max/avg
+//! Source 001 prints loads `[17000, 14000, 9000, 11000, 12000, 109000, 16000, 11000]` (max/avg
 //! 4.38x) and, with 64 buckets, `[34479, 21788, 35739, 20281, 16619, 21355, 28447, 20292]`
-//! (1.44x). The lab computes them; the tests check that it gets the seed's numbers.
+//! (1.44x). The lab computes them; the tests check that it gets source 001's numbers.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// The seed's parameters.
+/// Source 001's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
     pub shards: u64,
@@ -38,7 +38,7 @@ pub const SEED_001: Params = Params {
     buckets: 64,
 };
 
-/// The seed's `stable_hash`: SHA-256 of the UTF-8 string, first 8 bytes as a big-endian integer.
+/// Source 001's `stable_hash`: SHA-256 of the UTF-8 string, first 8 bytes as a big-endian integer.
 pub fn stable_hash(value: &str) -> u64 {
     let digest = Sha256::digest(value.as_bytes());
     let mut first = [0u8; 8];
@@ -50,7 +50,7 @@ pub fn stable_hash(value: &str) -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Loads {
     pub loads: Vec<u64>,
-    /// The busiest shard over the mean, rounded as the seed prints it (`{:.2f}`).
+    /// The busiest shard over the mean, rounded as source 001 prints it (`{:.2f}`).
     pub max_over_avg: f64,
 }
 
@@ -95,7 +95,7 @@ pub fn bucket_shard(tenant: u32, bucket: u64, shards: u64) -> u64 {
     stable_hash(&format!("{tenant}:{bucket}")) % shards
 }
 
-/// The seed's `simulate(tenant_only)`.
+/// Source 001's `simulate(tenant_only)`.
 pub fn tenant_only(p: &Params) -> Loads {
     let mut loads = vec![0u64; p.shards as usize];
     for tenant in 1..=p.tenants {
@@ -104,13 +104,13 @@ pub fn tenant_only(p: &Params) -> Loads {
     Loads::new(loads)
 }
 
-/// The seed's `simulate(split_hot_tenant)`: the hot tenant's orders spread over buckets.
+/// Source 001's `simulate(split_hot_tenant)`: the hot tenant's orders spread over buckets.
 pub fn split_hot_tenant(p: &Params) -> Loads {
     let mut loads = vec![0u64; p.shards as usize];
     for tenant in (1..=p.tenants).filter(|&t| t != p.hot_tenant) {
         loads[tenant_shard(tenant, p.shards) as usize] += orders_of(p, tenant);
     }
-    // Each bucket's shard is computed once; each order still hashes its own id, as in the seed.
+    // Each bucket's shard is computed once; each order still hashes its own id, as in source 001.
     let bucket_shards: Vec<u64> = (0..p.buckets)
         .map(|b| bucket_shard(p.hot_tenant, b, p.shards))
         .collect();

@@ -1,4 +1,4 @@
-//! `--model`: seed 001's routing model, computed and told: tenant-only routing, the same with
+//! `--model`: source 001's routing model, computed and told: tenant-only routing, the same with
 //! twice the shards, and the super tenant alone split into virtual buckets. Pure computation.
 
 use serde::Serialize;
@@ -32,15 +32,15 @@ pub struct MoreShards {
 }
 
 pub const EXPECTED: &str = "Routing by tenant alone puts the super tenant's orders on one shard \
-    (busiest shard above 3x the mean; seed 001 prints 4.38x), doubling the shards leaves it \
+    (busiest shard above 3x the mean; source 001 prints 4.38x), doubling the shards leaves it \
     whole, and splitting only that tenant into virtual buckets brings the busiest shard near the \
-    mean (seed 001 prints 1.44x).";
+    mean (source 001 prints 1.44x).";
 
 /// Computes the model, tells it, and returns the figures and the verdict.
 pub fn run(n: &mut Narrator) -> (Figures, Checks) {
     let p = SEED_001;
     n.phase(Phase {
-        title: "Tenant-only routing (seed 001)",
+        title: "Tenant-only routing (source 001)",
         about: &format!(
             "Orders are routed by shard = stable_hash(str(tenant_id)) % {}, where stable_hash is the first \
              8 bytes of SHA-256. {} tenants place {} orders each; tenant {} places {}, as much as all the \
@@ -108,7 +108,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
     n.phase(Phase {
         title: "Split only the super tenant into virtual buckets",
         about: &format!(
-            "Seed 001's fix: tenant {}'s orders go to bucket = stable_hash(str(order_id)) % {}, and \
+            "Source 001's fix: tenant {}'s orders go to bucket = stable_hash(str(order_id)) % {}, and \
              shard = stable_hash(\"{}:<bucket>\") % {}. Every other tenant keeps its single shard.",
             p.hot_tenant, p.buckets, p.hot_tenant, p.shards
         ),
@@ -161,7 +161,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
         what_to_do: vec![
             "Measure per shard and per routing key (who sends what), not only per cluster.".into(),
             "Give only the hot tenants virtual buckets, listed in routing metadata with a version \
-             (seed 001's route_version and migration_state), and move them online: copy, catch \
+             (source 001's route_version and migration_state), and move them online: copy, catch \
              up, verify, switch reads, then stop old writes."
                 .into(),
             "Or give the super tenant a dedicated shard; put cross-tenant reports on a derived \

@@ -14,11 +14,11 @@ pub const TICKS_PER_SECOND: u64 = 10;
 /// apply to can refuse them by name instead of ignoring them.
 #[derive(Debug, Clone, Args)]
 pub struct HotTenantArgs {
-    /// Only seed 001's routing model: 100 tenants on 8 shards by SHA-256, then the super tenant
+    /// Only source 001's routing model: 100 tenants on 8 shards by SHA-256, then the super tenant
     /// split into 64 virtual buckets (no broker)
     #[arg(long, conflicts_with = "steps")]
     pub model: bool,
-    /// Seed 000's step model on the broker: 12 keys on 3 partitions, each completing at most 4
+    /// Source 000's step model on the broker: 12 keys on 3 partitions, each completing at most 4
     /// records per step
     #[arg(long)]
     pub steps: bool,
@@ -157,13 +157,13 @@ impl Mode {
         let model = if args.model {
             Some((
                 "--model",
-                "seed 001's routing model: 100 tenants on 8 shards",
+                "source 001's routing model: 100 tenants on 8 shards",
                 Mode::Model,
             ))
         } else if args.steps {
             Some((
                 "--steps",
-                "seed 000's step model: 12 keys on 3 partitions",
+                "source 000's step model: 12 keys on 3 partitions",
                 Mode::Steps,
             ))
         } else {
@@ -308,19 +308,19 @@ mod tests {
         assert!(mode(&["--model", "--steps"]).is_err());
     }
 
-    /// Issue 17: `--steps --partitions 4` ran seed 000's 3 partitions and said nothing.
+    /// Issue 17: `--steps --partitions 4` ran source 000's 3 partitions and said nothing.
     #[test]
     fn a_timed_run_flag_in_a_model_mode_is_refused_by_name() {
         let err = mode(&["--steps", "--partitions", "4"]).unwrap_err();
         assert_eq!(
             err,
-            "--partitions applies to the timed run only, and --steps is seed 000's step model: 12 \
+            "--partitions applies to the timed run only, and --steps is source 000's step model: 12 \
              keys on 3 partitions: drop --partitions, or --steps"
         );
         let err = mode(&["--model", "--salt", "4", "--records", "5000"]).unwrap_err();
         assert!(
             err.starts_with(
-                "--records, --salt apply to the timed run only, and --model is seed 001's"
+                "--records, --salt apply to the timed run only, and --model is source 001's"
             ),
             "{err}"
         );

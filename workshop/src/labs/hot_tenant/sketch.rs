@@ -1,5 +1,5 @@
 //! Space-Saving (Metwally, Agrawal and El Abbadi, 2005): the top-k heavy hitters of a stream in
-//! a fixed number of counters, as `redis-cli --hotkeys` and CDN hot-key detectors do (seed 003,
+//! a fixed number of counters, as `redis-cli --hotkeys` and CDN hot-key detectors do (source 003,
 //! section 7). No key is ever stored beyond the `capacity` monitored ones, so it runs on a
 //! consumer's hot path over any number of distinct tenants.
 //!

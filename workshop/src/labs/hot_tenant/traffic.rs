@@ -1,9 +1,9 @@
 //! The timed run's traffic: orders keyed by tenant, one super tenant sending as much as all the
-//! others together (seed 001: 99 tenants and tenant 42 with as many orders as all of them),
+//! others together (source 001: 99 tenants and tenant 42 with as many orders as all of them),
 //! drawn from the seed so that the same seed sends the same records in the same order.
 //!
 //! Each record's key is its tenant (`tenant-42`), or, once the hot tenant is salted, one of its
-//! S sub-keys (`tenant-42#0` to `tenant-42#15`, picked at random per record as seed 003's
+//! S sub-keys (`tenant-42#0` to `tenant-42#15`, picked at random per record as source 003's
 //! `write_key` does). Its value is the tenant's sequence number (8 bytes, big-endian), so a
 //! consumer can tell when it applies a tenant's orders out of order.
 //!

@@ -1,8 +1,8 @@
 //! The thresholds of the verdict's checks, and the two checks every mode makes.
 //!
 //! The thresholds are the lab's reading of its sources: "skewed" is a busiest partition above
-//! three times the mean (seed 001's tenant-only routing is 4.38x; eight partitions with one
-//! tenant at half the traffic give about 4.5x), and "near 1" is at most 1.5x (seed 001 calls its
+//! three times the mean (source 001's tenant-only routing is 4.38x; eight partitions with one
+//! tenant at half the traffic give about 4.5x), and "near 1" is at most 1.5x (source 001 calls its
 //! 1.44x split the fix; a perfectly even split is 1x, and hashed sub-keys never land perfectly).
 
 use crate::report::Checks;

@@ -1,5 +1,5 @@
 //! Lab `idempotence`: deduplication is per (producer, partition) (LABS.md, "Lab idempotence";
-//! seed 003, sections 5 and 10).
+//! source 003, sections 5 and 10).
 //!
 //! Phases, each against the real broker (embedded, or `--bootstrap`) through our client:
 //! payments sent while the producer loses acknowledgements, without idempotence and with it;

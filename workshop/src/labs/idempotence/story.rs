@@ -33,7 +33,7 @@ pub fn lost_acks_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
          The producer loses {} acknowledgements after the broker has appended the payment (fault \
          injection in the client: the answer arrives and is thrown away, as if the network dropped it). \
          It cannot tell a lost answer from a lost request, so it retries, as it must: a sender either \
-         retries and risks a duplicate, or gives up and risks a loss (seed 003, section 10).",
+         retries and risks a duplicate, or gives up and risks a loss (source 003, section 10).",
         plan.records, plan.partitions, plan.lost_acks
     );
     n.phase(Phase {
@@ -295,7 +295,7 @@ pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow])
             "{split} of them went to another partition than their first copy, where the producer's state \
              for that partition never saw them, and where no deduplication kept per partition (a \
              consumer's seen-set, a Kafka Streams store, a table sharded like the topic) can see both \
-             copies. Seed 003: idempotence is bound to (PID, partition); a partition change moves \
+             copies. Source 003: idempotence is bound to (PID, partition); a partition change moves \
              \"the same message\" to where nobody knows it."
         )
     } else {
@@ -386,7 +386,7 @@ pub fn zombie_opening(n: &mut Narrator, plan: &Plan, lacking: Option<&str>) {
          wakes up, still sure it owns the accounts, and books a debit of -{DEBIT} on the balance it \
          remembers. The last balance of each key wins, as in a compacted topic or a materialised view. \
          First with two plain idempotent producers (two producer ids), then with a shared \
-         transactional id: its epoch is the fencing token of seed 003, section 5.",
+         transactional id: its epoch is the fencing token of source 003, section 5.",
         plan.accounts
     );
     let phase = Phase {
@@ -414,7 +414,7 @@ pub fn zombie_evidence(n: &mut Narrator, unfenced: &ZombieRun, fenced: &ZombieRu
         "Without fencing {accepted} of the zombie's late writes were accepted and {lost} of B's deposits \
          vanished under its stale balances{}.",
         if accepted > 0 && lost > 0 {
-            ": both writers \"succeed\", the seed's \"relinquishing ownership, 41822 writes since \
+            ": both writers \"succeed\", source 003's \"relinquishing ownership, 41822 writes since \
              handover\""
         } else {
             ""
@@ -553,7 +553,7 @@ pub fn summary(f: &Figures, skips: &Skips) -> Summary {
             "Two writers who both believe they own something both succeed unless every write carries a fencing token that only grows; Kafka's epoch is one, checked by the broker on every batch.".into(),
         ],
         what_to_do: vec![
-            "Deduplicate where the effect happens: derive the idempotency key from the partition key (f(account_id, command_id)) and record \"command applied\" in the same transaction and the same partition as the effect (seed 003's processed_commands, INSERT ... ON CONFLICT DO NOTHING); keep that record at least as long as the source's retention.".into(),
+            "Deduplicate where the effect happens: derive the idempotency key from the partition key (f(account_id, command_id)) and record \"command applied\" in the same transaction and the same partition as the effect (source 003's processed_commands, INSERT ... ON CONFLICT DO NOTHING); keep that record at least as long as the input topic's retention.".into(),
             "Use a transactional outbox: the state change and the event in one database transaction; the relay may send twice, the consumer's check absorbs it.".into(),
             "Keep partition counts of keyed topics stable (over-provision up front); never grow a topic while replays are pending, and key deduplication state by message id, not by partition.".into(),
             "Give each writer role a transactional id, so a restarted instance fences its zombie; any ownership handover needs an epoch checked on every write.".into(),

@@ -56,7 +56,7 @@ pub struct Compared {
     pub differing_rows: u64,
 }
 
-/// Seed 001's hot tenant.
+/// Source 001's hot tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HotTenant {
     pub tenant: u32,
@@ -98,7 +98,7 @@ pub struct RunFigures {
     pub commands_lag_at_end: Option<i64>,
 }
 
-/// Seed 004's ring and who moves.
+/// Source 004's ring and who moves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RingFigures {
     pub ring_v7: String,
@@ -497,7 +497,7 @@ pub(crate) mod tests {
     #[test]
     fn the_figures_come_from_the_runs() {
         let f = in_memory_figures(5);
-        // Seed 004's ring: 37 of the 201 users (Ben among them) sit in (20, 40].
+        // Source 004's ring: 37 of the 201 users (Ben among them) sit in (20, 40].
         assert_eq!(
             (f.ring.users, f.ring.moved_users, f.ring.ben_position),
             (201, 37, 28)

@@ -49,7 +49,7 @@ pub struct MigrateArgs {
     #[arg(long, value_name = "N", default_value_t = 256,
           value_parser = value_parser!(u32).range(1..=10_000))]
     pub orders: u32,
-    /// Virtual buckets tenant 42 is split into (seed 001: 64)
+    /// Virtual buckets tenant 42 is split into (source 001: 64)
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = value_parser!(u32).range(2..=4_096))]
     pub buckets: u32,

@@ -23,7 +23,7 @@ use crate::lab::LabError;
 
 /// Partitions of the commands topics: one per service instance.
 pub const COMMAND_PARTITIONS: i32 = 2;
-/// Seed 004: D at 40 takes (20, 40] from B.
+/// Source 004: D at 40 takes (20, 40] from B.
 pub const MOVED_ARC: Arc = Arc { from: 20, to: 40 };
 pub const MOVED: Scope = Scope::Arc(MOVED_ARC);
 /// Validation compares this many rows a lab millisecond.
@@ -31,7 +31,7 @@ const VALIDATE_RATE: usize = 4;
 /// The consumer group commits what was applied this often (lab time).
 const COMMIT_EVERY_MS: u64 = 50;
 
-/// Seed 004's ring: version 7 is A at 20, B at 50, C at 80.
+/// Source 004's ring: version 7 is A at 20, B at 50, C at 80.
 pub fn ring_v7() -> RingVersion {
     RingVersion {
         version: 7,

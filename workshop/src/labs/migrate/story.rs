@@ -18,7 +18,7 @@ use crate::report::{Align, Level, LogLine as Line, Narrator, Phase as Opening, S
 
 pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
     let about = format!(
-        "A profile service keeps {users} users on shards A, B and C, placed on seed 004's ring \
+        "A profile service keeps {users} users on shards A, B and C, placed on source 004's ring \
          of positions 0..99 (XXH3 of the user id, mod 100). Ring version 7 is {v7}; \
          version 8 adds D at 40, which takes (20, 40] from B. \
          Writes arrive as commands on {commands}, \
@@ -32,13 +32,14 @@ pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
         rate = plan.rate,
     );
     n.phase(Opening {
-        title: "Seed 004's ring: D joins at 40",
+        title: "Source 004's ring: D joins at 40",
         about: &about,
         predict: "how many users change shard, and from where to where?",
     });
     n.answer();
-    let tables = [ring_v7(), ring_v8()]
-        .map(|ring| RoutingTable::new(ring, BTreeMap::new()).expect("seed 004's rings are valid"));
+    let tables = [ring_v7(), ring_v8()].map(|ring| {
+        RoutingTable::new(ring, BTreeMap::new()).expect("source 004's rings are valid")
+    });
     let before = figures::users_per_shard(&profiles.users, &tables[0]);
     let after = figures::users_per_shard(&profiles.users, &tables[1]);
     let mut table = Table::new(&[
@@ -164,7 +165,7 @@ pub fn no_fencing_evidence(n: &mut Narrator, run: &Run) {
         .stale_until
         .map_or("-".into(), |at| at.to_string());
     n.say(&format!(
-        "The shards' log (seed 003, section 5); Ben's instance read the routing topic at {refreshed}:"
+        "The shards' log (source 003, section 5); Ben's instance read the routing topic at {refreshed}:"
     ));
     let lines: Vec<&LogLine> = run
         .lines
@@ -183,7 +184,7 @@ pub fn protocol(n: &mut Narrator, plan: &Plan) {
     n.phase(Opening {
         title: "The protocol",
         about: &format!(
-            "Seed 004's five steps, seed 001's stages, each recorded in the routing topic: prepare; \
+            "Source 004's five steps, source 001's stages, each recorded in the routing topic: prepare; \
              snapshot at a recorded changelog offset, copied {} row(s) a ms; catch up by replaying \
              B's changelog from it ({} records a ms, idempotent); validate; block writes to the \
              range, apply the rest, commit version 8 (B now refuses version 7); keep B's copy. \
@@ -328,13 +329,13 @@ pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
         .map_or("-".into(), |t| t.to_string());
     n.say(&format!(
         "Both began at {at}. Once D accepts writes, going back means moving them back \
-         (seed 004): setting routers back to B is not enough."
+         (source 004): setting routers back to B is not enough."
     ));
 }
 
 pub fn hot_tenant(n: &mut Narrator, plan: &Plan, commands: &str) {
     n.phase(Opening {
-        title: "Seed 001's hot tenant: 64 virtual buckets",
+        title: "Source 001's hot tenant: 64 virtual buckets",
         about: &format!(
             "Tenant {HOT_TENANT}'s orders ({} of them, {TENANT_RATE} writes a ms, each adding to an order's \
              total, on {commands}) all live on its own shard. \
@@ -360,7 +361,7 @@ pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
         _ => None,
     }) {
         n.say(&format!(
-            "The tenant's record in the routing topic, in seed 001's form:\n\
+            "The tenant's record in the routing topic, in source 001's form:\n\
              tenants:\n  \"{}\":\n    strategy: bucketed\n    bucket_count: {}\n    \
              route_version: {}\n    migration_state: {}",
             route.tenant,

@@ -2,9 +2,9 @@
 //! of a run) sees exactly the same commands and reads at the same lab times.
 //!
 //! Profiles: each user signs up in the first 100 ms, then `rate` profile writes a millisecond
-//! go to random users, and one read a millisecond. Ben (seed 004's user at position 28, which
+//! go to random users, and one read a millisecond. Ben (source 004's user at position 28, which
 //! D takes) is busier: he reads his profile every 20 ms and changes his email in between.
-//! Tenant 42 (seed 001's super tenant): adds to the totals of its orders, `3` a millisecond.
+//! Tenant 42 (source 001's super tenant): adds to the totals of its orders, `3` a millisecond.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -14,9 +14,9 @@ use super::engine::keys::{CommandId, LabTime, RowKey};
 use super::engine::store::{Command, Op, TOTAL};
 use super::plan::{Plan, SIGNUP_MS};
 
-/// Seed 004's user who moves from B to D.
+/// Source 004's user who moves from B to D.
 pub const BEN: &str = "Ben";
-/// Seed 001's super tenant.
+/// Source 001's super tenant.
 pub const HOT_TENANT: u32 = 42;
 /// Tenant 42's order writes per lab millisecond.
 pub const TENANT_RATE: u32 = 3;

@@ -10,7 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// The event of each version, version 1 first. Names fit 16 columns, so the store's log lines
-/// line up as in seed 003 (`order.cancelled  order_id=...`, `order.created    order_id=...`).
+/// line up as in source 003 (`order.cancelled  order_id=...`, `order.created    order_id=...`).
 pub const KINDS: [&str; 7] = [
     "order.created",
     "order.item_added",
@@ -24,7 +24,7 @@ pub const KINDS: [&str; 7] = [
 /// The last version of an order: `order.cancelled`.
 pub const LAST_VERSION: u32 = KINDS.len() as u32;
 
-/// The header that carries the routing version a record was produced under (seeds 001 and 004:
+/// The header that carries the routing version a record was produced under (sources 001 and 004:
 /// a version on every routed write lets the reader tell a stale router from missing data).
 pub const ROUTING_HEADER: &str = "routing-version";
 

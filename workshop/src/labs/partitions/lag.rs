@@ -47,6 +47,7 @@ mod tests {
             consumer_id: None,
             host: None,
             client_id: None,
+            processed_uncommitted: None,
         }
     }
 

@@ -1,9 +1,9 @@
-//! Lab `partitions`: "cancel before create" (LABS.md, "Lab partitions"; seed 003, section 3.4).
+//! Lab `partitions`: "cancel before create" (LABS.md, "Lab partitions"; source 003, section 3.4).
 //!
 //! A consumer group applies order events to an aggregate store that checks versions; the
 //! consumers fall behind; the operator raises the topic from 12 to 24 partitions; the producer's
 //! refreshed metadata sends order 8842's cancellation to partition 16, whose consumer applies it
-//! before order 8842's creation is read from partition 4's backlog. The store logs seed 003's
+//! before order 8842's creation is read from partition 4's backlog. The store logs source 003's
 //! lines, the ordering checker counts every such violation over all keys, and the same traffic
 //! then runs through the two fixes: enough partitions from the start, and a migration to a new
 //! topic (block, drain, switch, with a routing version). Last, Kafka refuses to shrink.

@@ -91,7 +91,7 @@ impl Plan {
         };
         if provisioned < args.to {
             return Err(invalid(format!(
-                "--provisioned {provisioned} is below --to {}: the over-provisioned topic must already have what the increase adds (seed 003: 3 to 5 times what is needed); give at least --provisioned {}",
+                "--provisioned {provisioned} is below --to {}: the over-provisioned topic must already have what the increase adds (source 003: 3 to 5 times what is needed); give at least --provisioned {}",
                 args.to, args.to
             )));
         }

@@ -63,7 +63,7 @@ pub struct Spec {
     pub change: Change,
 }
 
-/// Where producers send, and under which version (seeds 001 and 004: routing is versioned
+/// Where producers send, and under which version (sources 001 and 004: routing is versioned
 /// state, and a switch is a new version, never an edit in place).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Routing {
@@ -322,7 +322,7 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Fix 2, seeds 001 and 004: block, drain, switch, with a version.
+    /// Fix 2, sources 001 and 004: block, drain, switch, with a version.
     async fn migrate(
         &mut self,
         topic: &str,
@@ -476,7 +476,7 @@ impl<'a> Run<'a> {
                 return;
             }
         };
-        // Seed 004: a write under an older routing version than the one in force is refused,
+        // Source 004: a write under an older routing version than the one in force is refused,
         // so a stale router can never sneak an event past the switch.
         if delivery
             .routing_version

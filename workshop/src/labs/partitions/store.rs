@@ -2,7 +2,7 @@
 //! on top of the version before it, as an event-sourced service checks optimistic versions.
 //!
 //! The store cannot see partitions or offsets: it only sees events in the order the consumers
-//! hand them over. When that order is wrong it says so the way seed 003's service did, and its
+//! hand them over. When that order is wrong it says so the way source 003's service did, and its
 //! log lines are the lab's evidence:
 //!
 //! ```text
@@ -19,7 +19,7 @@ use std::fmt;
 
 use super::events::{OrderEvent, LAST_VERSION};
 
-/// A log line's level, printed padded to five columns as the seed's log does.
+/// A log line's level, printed padded to five columns as source 003's log does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
     Info,

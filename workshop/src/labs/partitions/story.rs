@@ -306,7 +306,7 @@ fn violations_table(n: &mut Narrator, seen: &[Seen]) {
 
 pub fn provisioned_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
     let about = format!(
-        "Seed 003's rule: provision partitions 3 to 5 times what you need, because a spare partition \
+        "Source 003's rule: provision partitions 3 to 5 times what you need, because a spare partition \
          costs far less than changing the count. Same traffic, same group, same store; topic {topic} has \
          {} partitions ({:.1} x {}) from the start, so the group applies up to {} a round and nothing has \
          to change.",
@@ -344,7 +344,7 @@ pub fn provisioned_evidence(n: &mut Narrator, plan: &Plan, outcome: &Outcome, fa
 
 pub fn migration_opening(n: &mut Narrator, plan: &Plan, from: &str, to: &str) {
     let about = format!(
-        "When more partitions are needed after all, seeds 001 and 004 move keys with a protocol, not a \
+        "When more partitions are needed after all, sources 001 and 004 move keys with a protocol, not a \
          command: create {to} with {after} partitions; block: producers hold their events (routing \
          version 1 is closed); drain: the group reads {from} to the end, lag 0 on every partition; \
          switch: routing version 2 sends producers to {to} and the group subscribes to it. Every record \

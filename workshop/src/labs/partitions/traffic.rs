@@ -2,12 +2,12 @@
 //! the seed, so every run of one seed (and every scenario within a run: the failure and both
 //! fixes) sends exactly the same events in exactly the same order.
 //!
-//! Orders are `order-<id>` for consecutive ids around the seed's order 8842. A fixed number of
+//! Orders are `order-<id>` for consecutive ids around source 003's order 8842. A fixed number of
 //! orders is open at a time; each step, one open order (drawn from the seed) takes its next
 //! event, and a closed order makes room for the next one. So the events of one order are spread
 //! over a stretch of the stream, interleaved with other orders, as in a real shop.
 //!
-//! The partition count changes halfway. Order 8842 is the seed's example: its first six events
+//! The partition count changes halfway. Order 8842 is source 003's example: its first six events
 //! fall in the stretch just before the change, and its cancellation is the first event after
 //! it, so it is the cancellation that the producer's refreshed metadata sends elsewhere.
 
@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::events::{order_key, OrderEvent, LAST_VERSION};
 
-/// The order of seed 003, section 3.4.
+/// The order of source 003, section 3.4.
 pub const FEATURED_ORDER: u32 = 8842;
 
 /// The events of a run, in production order.

@@ -108,6 +108,17 @@ pub fn committed(entries: &[Entry]) -> BTreeMap<i32, i64> {
     out
 }
 
+/// The offsets of `partition` the ledger applied at or past `from` (a committed offset, or the
+/// log start where nothing is committed): what an owner starting at `from` applies again.
+pub fn applied_from(effects: &[Effect], partition: i32, from: i64) -> u64 {
+    let offsets: BTreeSet<i64> = effects
+        .iter()
+        .filter(|e| e.partition == partition && e.offset >= from)
+        .map(|e| e.offset)
+        .collect();
+    offsets.len() as u64
+}
+
 /// Records that a member processed and that no later commit of that member, in the same
 /// generation, covered: what the next owner of the partition reads again.
 pub fn processed_uncommitted(entries: &[Entry]) -> u64 {
@@ -322,6 +333,23 @@ mod tests {
             ]
         );
         assert!(redeliveries(&effects[..6]).is_empty());
+    }
+
+    #[test]
+    fn applied_from_counts_each_offset_at_or_past_the_commit_once() {
+        let (b3, b5) = (by("billing-3", 4), by("billing-5", 5));
+        let effects = [
+            effect(0, "p1", 5, 0, &b3, 0),
+            effect(1, "p2", 5, 1, &b3, 0),
+            effect(2, "p3", 5, 2, &b3, 0),
+            effect(3, "p4", 4, 2, &b3, 0),
+            // A redelivery of offset 1: one offset, applied twice.
+            effect(4, "p2", 5, 1, &b5, 0),
+        ];
+        assert_eq!(applied_from(&effects, 5, 0), 3);
+        assert_eq!(applied_from(&effects, 5, 1), 2);
+        assert_eq!(applied_from(&effects, 5, 3), 0);
+        assert_eq!(applied_from(&effects, 4, 0), 1);
     }
 
     #[test]

@@ -34,7 +34,7 @@ impl Clock {
     }
 }
 
-/// `ms` as a log timestamp, `HH:MM:SS,mmm` (the seed's format), counted from the start.
+/// `ms` as a log timestamp, `HH:MM:SS,mmm` (source 003's format), counted from the start.
 pub fn hms(ms: u64) -> String {
     let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
     format!("{h:02}:{m:02}:{s:02},{:03}", ms % 1000)
@@ -183,7 +183,7 @@ impl LogLine {
         }
     }
 
-    /// In the seed's layout: `02:14:07,551 WARN  [Consumer clientId=billing-3, groupId=billing] ...`.
+    /// In source 003's layout: `02:14:07,551 WARN  [Consumer clientId=billing-3, groupId=billing] ...`.
     pub fn render(&self, group: &str) -> String {
         format!(
             "{} {:5} [Consumer clientId={}, groupId={group}] {}",

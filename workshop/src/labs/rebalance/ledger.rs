@@ -2,9 +2,9 @@
 //! effect, sharded by account with Kafka's partitioner, so a shard holds exactly the accounts of
 //! one partition of `payments`. A transaction is one shard under its lock.
 //!
-//! Three designs of seed 003, section 10 receive the same deliveries ([`Stores`]):
+//! Three designs of source 003, section 10 receive the same deliveries ([`Stores`]):
 //! - no dedup: every delivery is an effect, so a redelivery charges twice;
-//! - dedup in the same transaction as the effect, keyed by (account, payment): the seed's
+//! - dedup in the same transaction as the effect, keyed by (account, payment): source 003's
 //!   `processed_commands` row, in the account's own shard, so recording it and applying the
 //!   charge are one local transaction and a redelivery finds the row;
 //! - dedup in a separate store with a TTL (Redis' `SET key NX EX ttl`) in front of a ledger

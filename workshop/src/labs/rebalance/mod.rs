@@ -1,5 +1,5 @@
 //! Lab `rebalance`: at-least-once, duplicates, and where dedup must live (LABS.md, "Lab
-//! rebalance"; seed 003, section 10: group `billing`, topic `payments`).
+//! rebalance"; source 003, section 10: group `billing`, topic `payments`).
 //!
 //! Four members of group `billing` apply payments to a ledger and commit after each batch. One
 //! of them stalls between processing a batch and committing it, longer than max.poll.interval:

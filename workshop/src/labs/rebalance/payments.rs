@@ -13,7 +13,7 @@ use crate::target::{self, broker_error};
 /// One charge: the command the consumer turns into a ledger effect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Payment {
-    /// The idempotency key the seed's `processed_commands` table stores with the account.
+    /// The idempotency key source 003's `processed_commands` table stores with the account.
     pub payment_id: String,
     /// The record key, hence the partition.
     pub account: String,

@@ -20,15 +20,15 @@ pub struct RebalanceArgs {
     pub timeline: Option<PathBuf>,
 }
 
-/// The names of seed 003, section 10; under `--bootstrap` the cluster suffixes them.
+/// The names of source 003, section 10; under `--bootstrap` the cluster suffixes them.
 pub const TOPIC: &str = "payments";
 pub const GROUP: &str = "billing";
 pub const PARTITIONS: i32 = 12;
-/// Client ids as in the seed's log. The broker makes member ids `client id + "-" + UUID`, and
+/// Client ids as in source 003's log. The broker makes member ids `client id + "-" + UUID`, and
 /// the assignors order members by member id, so these names (not the UUIDs) decide who gets
 /// which partitions: the same seed gives the same assignment every run.
 pub const MEMBERS: [&str; 4] = ["billing-1", "billing-3", "billing-5", "billing-7"];
-/// The member that stalls (the seed's billing-3).
+/// The member that stalls (source 003's billing-3).
 pub const STALLED: &str = "billing-3";
 /// The member that restarts in the membership comparison.
 pub const RESTARTED: &str = "billing-5";
@@ -272,7 +272,7 @@ impl Plan {
     }
 }
 
-/// The main run keeps the seed's names; each comparison gets its own topic and group.
+/// The main run keeps source 003's names; each comparison gets its own topic and group.
 fn named(base: &str, kind: Kind) -> String {
     match kind {
         Kind::Baseline => base.to_string(),

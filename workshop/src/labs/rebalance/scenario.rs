@@ -5,7 +5,8 @@
 //! 2. the members are held at a gate, the payments are produced, the gate opens: each member's
 //!    first fetch finds its partitions' whole backlog, so its batches are the same every run;
 //! 3. the members process and commit; the incident happens to one of them (the stall, or the
-//!    restart); in a stall, the lag table is read while the member is still in the group;
+//!    restart); in a stall, the lag table is read while the member is still in the group, with
+//!    what the members applied past each committed offset beside it;
 //! 4. the run is over when every payment is applied and committed and the group is whole and
 //!    stable again; then the members leave.
 //!
@@ -129,7 +130,9 @@ async fn drive(
             .await?;
             // Into the stall, before the poll timeout: the member still owns its partitions.
             tokio::time::sleep(timing.lag_snapshot).await;
-            lag(cluster, &journal.group, &journal.topic).await?
+            let mut rows = lag(cluster, &journal.group, &journal.topic).await?;
+            add_processed(&mut rows, &stores);
+            rows
         }
         Incident::Restart { .. } => Vec::new(),
     };
@@ -296,6 +299,17 @@ async fn lag(cluster: &Cluster, group: &str, topic: &str) -> Result<Vec<LagRow>,
         .filter(|p| p.topic == topic)
         .map(|p| LagRow::from_admin(group, p))
         .collect())
+}
+
+/// Beside each partition's committed offset, what the members applied to the ledger at or past
+/// it: what kafka-consumer-groups.sh cannot see, and what a new owner would apply again.
+fn add_processed(rows: &mut [LagRow], stores: &Stores) {
+    let effects = stores.plain.effects();
+    for row in rows {
+        // A fresh topic: where nothing is committed, a new owner starts at offset 0.
+        let from = row.current_offset.unwrap_or(0);
+        row.processed_uncommitted = Some(accounting::applied_from(&effects, row.partition, from));
+    }
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     ));
 }
 
-/// The seed's sequence from the run's journal: the stall, the poll timeout, the revocations of
+/// Source 003's sequence from the run's journal: the stall, the poll timeout, the revocations of
 /// the first rebalance, where the new owners of the stalled member's partitions start, the
 /// failed commit, and the stalled member's return.
 fn incident_lines(o: &Outcome, stalled: &str) -> Vec<report::LogLine> {
@@ -246,6 +246,7 @@ pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) 
     });
     n.answer();
     n.lag(&base.lag_during);
+    n.say(&processed_per_member(f, base));
     let mut table = Table::new(&[
         ("PARTITION", Align::Left),
         ("OFFSETS", Align::Right),
@@ -313,6 +314,38 @@ pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) 
             f.stalled_member
         )
     });
+}
+
+/// The lag table's last column summed per member, the stalled one first.
+fn processed_per_member(f: &Figures, base: &Outcome) -> String {
+    let mut per_member: Vec<(String, u64)> = Vec::new();
+    for row in &base.lag_during {
+        let (Some(member), Some(n)) = (&row.client_id, row.processed_uncommitted) else {
+            continue;
+        };
+        match per_member.iter_mut().find(|(m, _)| m == member) {
+            Some((_, total)) => *total += n,
+            None => per_member.push((member.clone(), n)),
+        }
+    }
+    per_member.sort_by_key(|(m, _)| (*m != f.stalled_member, m.clone()));
+    let list: Vec<String> = per_member
+        .iter()
+        .map(|(m, n)| {
+            let stalled = if *m == f.stalled_member {
+                " (stalled)"
+            } else {
+                ""
+            };
+            format!("{m}{stalled} {n}")
+        })
+        .collect();
+    format!(
+        "PROCESSED is the members' own count, which the tool cannot see: payments applied to the \
+         ledger at or past the committed offset (offset 0 where nothing is committed), which a new \
+         owner would apply again. Per member: {}.",
+        list.join(", ")
+    )
 }
 
 pub fn cooperative(n: &mut Narrator, f: &Figures) {
@@ -463,7 +496,7 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
 pub fn colocated(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in the same transaction, keyed by the partition key",
-        about: "The seed's `processed_commands (account_id, command_id)`: the ledger is sharded by \
+        about: "Source 003's `processed_commands (account_id, command_id)`: the ledger is sharded by \
                 account like the topic, the dedup row lives in the account's shard, and inserting it and \
                 applying the charge are one local transaction. The same deliveries as the first run.",
         predict: "how many charges are applied twice?",
@@ -564,7 +597,7 @@ pub fn summary(f: &Figures) -> Summary {
         why: vec![
             "Kafka's consumer is at-least-once: offsets are committed after processing, and a member \
              that loses its partitions between the two leaves that work to be done again. It is the \
-             contract, not a bug (seed 003, section 10)."
+             contract, not a bug (source 003, section 10)."
                 .to_string(),
             "A rebalance is how the group takes partitions from a member that stopped polling; the \
              committed offset is all the next owner knows."
@@ -584,7 +617,7 @@ pub fn summary(f: &Figures) -> Summary {
             "Use cooperative-sticky so running members keep consuming, and group.instance.id so \
              rolling restarts do not rebalance at all."
                 .to_string(),
-            "Make a dedup TTL at least the source's retention; treat CommitFailedException as \"this \
+            "Make a dedup TTL at least the input topic's retention; treat CommitFailedException as \"this \
              batch will be processed again\"."
                 .to_string(),
         ],

@@ -8,7 +8,7 @@ use super::schemes::{
     REDIS_SLOTS,
 };
 
-/// Seed 004's number of logical buckets: fixed whatever the number of shards.
+/// Source 004's number of logical buckets: fixed whatever the number of shards.
 pub const SLOTS: u32 = 4096;
 
 /// One scheme with its parameters.
@@ -133,7 +133,7 @@ fn measure_change<S: Scheme>(
 }
 
 /// Every scheme the lab compares, in table order: the ring once per `vnodes` setting, fixed
-/// slots as seed 004's 4096 buckets, as Redis Cluster's 16384 slots and as Kafka's
+/// slots as source 004's 4096 buckets, as Redis Cluster's 16384 slots and as Kafka's
 /// `partitions`.
 pub fn lineup(vnodes: &[u32], partitions: u32) -> Vec<Spec> {
     let mut specs = vec![Spec::ModN];

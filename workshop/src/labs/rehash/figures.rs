@@ -163,9 +163,9 @@ pub struct Figures {
     pub removed: Vec<String>,
     /// The fewest keys any scheme must move for this change.
     pub ideal_moved_fraction: f64,
-    /// Seed 004: hash values 0..11, 3 buckets then 4: how many keep their bucket.
+    /// Source 004: hash values 0..11, 3 buckets then 4: how many keep their bucket.
     pub mod_3_to_4_kept_of_12: u64,
-    /// Mod N over a full cycle of hash values: the seeds' cases and this run's change.
+    /// Mod N over a full cycle of hash values: the sources' cases and this run's change.
     pub mod_n_cycles: Vec<Cycle>,
     pub ring_example: RingExample,
     pub schemes: Vec<SchemeRow>,
@@ -289,7 +289,7 @@ mod tests {
         // Doubling: mod N keeps half, as every scheme must move half; sampled keys may tip it
         // just over one half, which is still no more than the minimum.
         assert!(!verdict(0.5, &[row("mod-n", None, 0.503), row("jump", None, 0.5)]).shown());
-        // A "ring" that moves 40 % is not a ring (seed 003).
+        // A "ring" that moves 40 % is not a ring (source 003).
         let not_a_ring = verdict(0.2, &[row("mod-n", None, 0.8), row("ring", Some(256), 0.4)]);
         assert_eq!(
             not_a_ring.failed().collect::<Vec<_>>(),

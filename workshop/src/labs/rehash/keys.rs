@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use rand::Rng;
 
-/// `user-<16 hex digits>` keys, as a user database would shard them (seed 004), packed into one
+/// `user-<16 hex digits>` keys, as a user database would shard them (source 004), packed into one
 /// allocation so that 200,000 keys cost one buffer rather than 200,000 strings.
 #[derive(Debug, Clone)]
 pub struct KeySet {

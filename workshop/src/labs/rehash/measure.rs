@@ -5,7 +5,7 @@
 //! - Spread, after the change, on keys per unit of capacity (keys / weight), so that a node of
 //!   weight 2 holding twice the keys counts as even. `max_over_avg` is the most loaded node over
 //!   the mean; `stddev_over_avg` is the population standard deviation over the mean (the
-//!   coefficient of variation). Seed 003's "spread falls as 1/sqrt(v)" is about the latter: with
+//!   coefficient of variation). Source 003's "spread falls as 1/sqrt(v)" is about the latter: with
 //!   v tokens a node's share is a sum of v random arcs, whose relative deviation is 1/sqrt(v).
 //! - Lookup time: the wall time of routing every key after the change, per key. It is reported,
 //!   never asserted (it depends on the machine and the build; timing belongs in benchmarks).

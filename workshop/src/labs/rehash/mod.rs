@@ -1,8 +1,8 @@
 //! Lab `rehash`: how many keys move when nodes change, under mod N, a consistent-hash ring,
-//! rendezvous, jump hash and fixed slots (LABS.md, "Lab rehash"; seed 003, sections 3.3 and 4;
-//! seed 004). Pure computation: no broker.
+//! rendezvous, jump hash and fixed slots (LABS.md, "Lab rehash"; source 003, sections 3.3 and 4;
+//! source 004). Pure computation: no broker.
 //!
-//! Phases: seed 004's twelve values under mod 3 then mod 4; seed 004's ring by hand; every
+//! Phases: source 004's twelve values under mod 3 then mod 4; source 004's ring by hand; every
 //! scheme on the same seeded keys through the same change, side by side; jump hash asked to
 //! lose a middle bucket; one node of twice the capacity. The verdict: mod N moves most keys,
 //! the consistent schemes about the minimum, 1/(N+1) when one node joins N.
@@ -10,7 +10,7 @@
 //! - [`schemes`]: the routing schemes, library code with their own tests.
 //! - `plan`: flags and their checks; `keys`: the seeded key set; `measure`: movement, spread,
 //!   lookup time and state of one scheme through one change; `compare`: the line-up of schemes;
-//!   `worked`: the seeds' worked examples; `figures`: the JSON figures and the verdict;
+//!   `worked`: the sources' worked examples; `figures`: the JSON figures and the verdict;
 //!   `story`: the narration.
 
 mod compare;

@@ -12,7 +12,7 @@ use crate::report::{self, percent, thousands, Align, Narrator, Phase, Summary, T
 /// Nodes shown in the per-node table; the rest are summarised by the spread columns.
 const NODES_SHOWN: usize = 12;
 
-/// The seeds' mod N cases (seed 004's 3 to 4; seed 003's 4 to 5, 10 to 11 and the memcached
+/// The sources' mod N cases (source 004's 3 to 4; source 003's 4 to 5, 10 to 11 and the memcached
 /// tier's 8 to 7) and this run's change, if it is not one of them.
 pub fn cycles_to_show(from: u32, to: u32) -> Vec<Cycle> {
     let mut pairs = vec![(3, 4), (4, 5), (10, 11), (8, 7)];
@@ -25,7 +25,7 @@ pub fn cycles_to_show(from: u32, to: u32) -> Vec<Cycle> {
 pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cycle]) {
     n.phase(Phase {
         title: "mod N: twelve values, three shards, then four",
-        about: "Seed 004 routes users with shard = hash(userId) % shardCount. Take the hash values 0 to 11 \
+        about: "Source 004 routes users with shard = hash(userId) % shardCount. Take the hash values 0 to 11 \
                 (a full cycle of both 3 and 4) and add a fourth shard. A value keeps its shard only if \
                 h % 3 == h % 4.",
         predict: "how many of the twelve keep their shard?",
@@ -69,7 +69,7 @@ pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cyc
     n.say("N to N+1 keeps only 1/(N+1) of keys in place.");
     if let Some(storm) = cycles.iter().find(|c| (c.from, c.to) == (8, 7)) {
         n.say(&format!(
-            "Seed 003's cache storm: a memcached tier of 8 loses a node, the client switches to mod 7, \
+            "Source 003's cache storm: a memcached tier of 8 loses a node, the client switches to mod 7, \
              and {} of keys miss at once; the hit ratio falls from 0.968 to 0.121 and the database \
              behind it runs out of connections.",
             percent(storm.moved_fraction)
@@ -79,7 +79,7 @@ pub fn twelve_values(n: &mut Narrator, values: &[(u64, u32, u32)], cycles: &[Cyc
 
 pub fn ring_by_hand(n: &mut Narrator, ex: &RingExample) {
     n.phase(Phase {
-        title: "A ring by hand (seed 004)",
+        title: "A ring by hand (source 004)",
         about: "Positions 0 to 99. A sits at 20, B at 50, C at 80. A hash belongs to the first node at or \
                 after it; past 99 the search wraps to 0. Now D joins at 40.",
         predict: "which hashes change owner, and to whom? Where do 35 and 90 go?",
@@ -135,7 +135,7 @@ pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
          - ring: v tokens per node at hashes of node-3#0, node-3#1, ...; a key's owner: the next token.\n\
          - rendezvous: every node scores the key, the highest score wins.\n\
          - jump: Lamping and Veach's jump consistent hash over buckets 0 to n-1.\n\
-         - fixed slots, a table gives slots to nodes: hash % 4096 (seed 004); Redis Cluster: CRC16 % \
+         - fixed slots, a table gives slots to nodes: hash % 4096 (source 004); Redis Cluster: CRC16 % \
          16384 of the key, or of its hash tag (inside its first non-empty {{...}}); Kafka: murmur2 % {}.\n\
          No scheme can move fewer than {} of the keys: the share the change takes from the old nodes.",
         thousands(plan.keys as u64),
@@ -254,7 +254,7 @@ fn ring_notes(n: &mut Narrator, law: &[SpreadLaw]) {
     ));
     n.table(&table);
     n.say(
-        "Seed 003's rule of thumb: 200,000 keys, a fifth node added to four, expect about 20 % moved and \
+        "Source 003's rule of thumb: 200,000 keys, a fifth node added to four, expect about 20 % moved and \
          5-8 % spread; 40 % moved means it is not really a ring, 30 % spread means too few tokens.",
     );
 }
@@ -285,7 +285,7 @@ pub fn jump_limit(n: &mut Narrator, probe: &JumpProbe) {
         n.say(
             "Only the last bucket can go: removing another would renumber every bucket after it, and \
              their keys with it. Jump hash suits a fixed set of logical buckets that a directory maps \
-             to machines, not a ring replacement under arbitrary failures (seed 003, section 4.1).",
+             to machines, not a ring replacement under arbitrary failures (source 003, section 4.1).",
         );
     }
 }
@@ -453,10 +453,10 @@ pub fn summary(f: &Figures) -> Summary {
         why: vec![
             "mod N ties the divisor to the node count: a key stays only when h % N == h % M, about \
              1/(N+1) of keys from N to N+1, so N/(N+1) move, most of them between nodes that did not \
-             change (seed 003, section 3.3)."
+             change (source 003, section 3.3)."
                 .into(),
             "A ring token takes only the arc before it; with v tokens per node the arcs average out and \
-             the spread falls as 1/sqrt(v) (seed 003, section 4; seed 004)."
+             the spread falls as 1/sqrt(v) (source 003, section 4; source 004)."
                 .into(),
             "Rendezvous moves a key only when the new node outscores its owner; jump hash only to the \
              new last bucket; fixed slots never re-hash a key, only entries of the placement table move."
@@ -464,7 +464,7 @@ pub fn summary(f: &Figures) -> Summary {
         ],
         what_to_do: vec![
             "Never route by hash % node count. Decouple slots from nodes: fixed slots or partitions, \
-             created with headroom (x3 to x5 in Kafka, seed 003, section 3.4), because changing their \
+             created with headroom (x3 to x5 in Kafka, source 003, section 3.4), because changing their \
              number is mod N again (lab partitions)."
                 .into(),
             "With a ring, use enough tokens (Cassandra: 16 since 4.0, 256 before) and test it: 200,000 \
@@ -473,7 +473,7 @@ pub fn summary(f: &Figures) -> Summary {
             "Rendezvous for small clusters and replica lists (its ranking is a preference list); jump \
              hash for numbered logical buckets behind a directory; weights where nodes differ."
                 .into(),
-            "Routing is not data: a new ring needs a migration protocol (seed 004: copy, catch up, block \
+            "Routing is not data: a new ring needs a migration protocol (source 004: copy, catch up, block \
              writes briefly, switch with a ring version, old owners refuse stale versions)."
                 .into(),
         ],

@@ -1,9 +1,9 @@
-//! The seeds' worked examples, computed rather than quoted.
+//! The sources' worked examples, computed rather than quoted.
 //!
-//! - Seed 004 (and seed 003, section 3.3): `hash % 3` then `hash % 4` over a full cycle of twelve
+//! - Source 004 (and source 003, section 3.3): `hash % 3` then `hash % 4` over a full cycle of twelve
 //!   values keeps only three; in general N to M buckets over a full cycle of lcm(N, M) values.
-//! - Seed 004's ring: positions 0..99, A at 20, B at 50, C at 80; D joins at 40.
-//! - Seed 003, section 4.1: jump hash cannot remove a bucket from the middle.
+//! - Source 004's ring: positions 0..99, A at 20, B at 50, C at 80; D joins at 40.
+//! - Source 003, section 4.1: jump hash cannot remove a bucket from the middle.
 //! - Redis Cluster's hash tags (LABS.md): a key's slot is the CRC16 of the part inside its first
 //!   non-empty `{...}`, so keys tagged alike share a slot.
 
@@ -60,7 +60,7 @@ pub fn mod_cycle(from: u32, to: u32) -> Cycle {
     }
 }
 
-/// The twelve values of seed 004's table: value, bucket of 3, bucket of 4.
+/// The twelve values of source 004's table: value, bucket of 3, bucket of 4.
 pub fn twelve_values() -> Vec<(u64, u32, u32)> {
     (0..12)
         .map(|v| (v, ModN::bucket(v, 3), ModN::bucket(v, 4)))
@@ -78,7 +78,7 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / gcd(a, b) * b
 }
 
-/// Seed 004's ring, as the lab reports it.
+/// Source 004's ring, as the lab reports it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RingExample {
     /// The hashes D owns after joining, as an interval.
@@ -103,7 +103,7 @@ fn name(id: NodeId) -> String {
     NAMES.get(id as usize).copied().unwrap_or("?").to_string()
 }
 
-/// Builds seed 004's ring before and after D joins, and reads the example off it.
+/// Builds source 004's ring before and after D joins, and reads the example off it.
 pub fn seed_004_ring() -> Result<RingExample, SchemeError> {
     let abc = [(20, 0), (50, 1), (80, 2)];
     let before = Ring::from_tokens(abc)?;

@@ -1,4 +1,4 @@
-// The playground: seed 000's exercise button by button, and a free mode. Every figure on the
+// The playground: source 000's exercise button by button, and a free mode. Every figure on the
 // page is what the server measured on the broker; the buttons only ask.
 "use strict";
 

@@ -97,6 +97,11 @@ function lagTable(rows) {
       r.current_offset === null || r.log_end_offset === null ? "-" : String(Math.max(0, r.log_end_offset - r.current_offset)),
       member(r)]),
   };
+  // The members' own count of what they processed past the committed offset, where the lab has it.
+  if (rows.some((r) => r.processed_uncommitted !== undefined)) {
+    t.columns.push(["PROCESSED", "right"]);
+    t.rows.forEach((cells, i) => cells.push(rows[i].processed_uncommitted === undefined ? "-" : String(rows[i].processed_uncommitted)));
+  }
   if (!oneTopic) return table(t);
   t.columns = t.columns.slice(1);
   t.rows = t.rows.map((r) => r.slice(1));

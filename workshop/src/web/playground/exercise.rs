@@ -1,11 +1,11 @@
-//! Seed 000's exercise, button by button, on the real broker: 12 keys, 3 partitions,
+//! Source 000's exercise, button by button, on the real broker: 12 keys, 3 partitions,
 //! partition = key % 3, each partition completes at most 4 requests a step, the batch arrives
 //! before processing.
 //!
 //! Every step is a step of lab hot-tenant's `--steps` ([`StepRun`]): the batch is produced and
 //! acknowledged, each partition's consumer completes at most 4 records and commits, and the
 //! figures are the broker's (arrivals from log ends, completed from commits, queued from the
-//! group's lag). As in the seed, changing the load or the hot key starts a new run (a fresh
+//! group's lag). As in source 000, changing the load or the hot key starts a new run (a fresh
 //! topic and group), and so does "reset", which keeps the settings.
 
 use serde::Serialize;
@@ -15,7 +15,7 @@ use crate::labs::hot_tenant::steps::model::{self, Load, StepRow, CAPACITY, KEYS,
 use crate::labs::hot_tenant::steps::StepRun;
 use crate::target::Cluster;
 
-/// What the seed's buttons set: the load of the next batches.
+/// What source 000's buttons set: the load of the next batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
     Uniform,
@@ -37,7 +37,7 @@ pub enum Action {
     Reset,
 }
 
-/// One partition's row of the seed's table.
+/// One partition's row of source 000's table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     pub partition: usize,
@@ -124,7 +124,7 @@ impl Exercise {
             .collect();
         let total: u64 = rows.iter().map(|r| r.received).sum();
         for row in &mut rows {
-            // Rounded each on its own: the shares may not add up to 100, as the seed warns.
+            // Rounded each on its own: the shares may not add up to 100, as source 000 warns.
             row.share_percent = (row.received * 200 + total) / (2 * total.max(1));
         }
         View {

@@ -29,7 +29,7 @@ use client::check::{OrderingChecker, Position};
 
 /// Keys of the traffic: `key-00` to `key-23`.
 pub const KEYS: u32 = 24;
-/// Of a hot key's traffic, the records in a hundred that go to the hot key (seed 000: 9 of 12).
+/// Of a hot key's traffic, the records in a hundred that go to the hot key (source 000: 9 of 12).
 const HOT_PER_HUNDRED: u64 = 75;
 /// The producer and the members work in ticks of this length.
 const TICK: Duration = Duration::from_millis(100);

@@ -1,4 +1,4 @@
-//! `workshop playground --web [ADDR]`: seed 000's exercise ([`exercise`]) and a free mode
+//! `workshop playground --web [ADDR]`: source 000's exercise ([`exercise`]) and a free mode
 //! ([`free`]) in a browser, on the embedded broker or any Kafka cluster (`--bootstrap`).
 //!
 //! The broker work runs on a lab runtime of its own; the page's requests queue for it one at a

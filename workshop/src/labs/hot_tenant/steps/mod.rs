@@ -1,12 +1,12 @@
-//! `--steps`: seed 000's step model on the real broker.
+//! `--steps`: source 000's step model on the real broker.
 //!
 //! A topic of 3 partitions per run (a new run starts from empty queues, as changing the load
-//! in the seed does). Each step: the batch is produced with the seed's placement as an explicit
+//! in source 000 does). Each step: the batch is produced with source 000's placement as an explicit
 //! partition (`key % 3`, not murmur2) and acknowledged before anything is processed; then each
 //! partition's consumer reads from the group's committed offset, completes at most 4 records,
 //! and commits. Every figure comes from the broker: arrivals are log end offsets before and
 //! after the batch, completed is the committed offset's advance, queued is the group's lag
-//! (log end minus committed). The seed's arithmetic ([`model::predict`]) is the expectation the
+//! (log end minus committed). Source 000's arithmetic ([`model::predict`]) is the expectation the
 //! lab checks them against.
 
 pub mod model;
@@ -43,9 +43,9 @@ pub struct Figures {
 pub const EXPECTED: &str = "With 12 keys placed 4/4/4 on 3 partitions, a hot key sends 10 of 12 \
     requests to one partition: it completes 4 and queues 6 while the others idle (6 of a capacity \
     of 12 done), its queue grows to 12 and drains only 4 per step, and another hot key moves the \
-    load to another partition; the broker's lag shows exactly the seed's queues.";
+    load to another partition; the broker's lag shows exactly source 000's queues.";
 
-/// Runs the seed's sequence on the broker; narrates each run.
+/// Runs source 000's sequence on the broker; narrates each run.
 pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks), LabError> {
     let runs = model::seed_000_runs();
     let mut measured: Vec<StepRow> = Vec::new();
@@ -62,17 +62,17 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks
             n.lag(&lag);
         }
         if rows != expected {
-            n.say("The broker's figures differ from the seed's arithmetic (see the verdict).");
+            n.say("The broker's figures differ from source 000's arithmetic (see the verdict).");
         }
         measured.extend(rows);
         predicted.extend(expected);
     }
     let mut v = Checks::new();
     v.check(
-        "the broker matches the seed",
+        "the broker matches source 000",
         measured == predicted,
         format!(
-            "{} steps measured on the broker (arrivals, completed, queued per partition) {} the seed's arithmetic",
+            "{} steps measured on the broker (arrivals, completed, queued per partition) {} source 000's arithmetic",
             measured.len(),
             if measured == predicted { "match" } else { "do not match" }
         ),
@@ -139,7 +139,7 @@ async fn run_on_broker(
     Ok((rows, longest))
 }
 
-/// One run of the seed's model on the broker, a step at a time: its own topic of 3 partitions
+/// One run of source 000's model on the broker, a step at a time: its own topic of 3 partitions
 /// and its own group, one consumer per partition. The playground (`workshop playground`)
 /// steps one as its buttons say.
 pub struct StepRun {
@@ -224,7 +224,7 @@ impl StepRun {
     }
 }
 
-/// Sends the batch of `load` with the seed's placement and waits for every acknowledgement:
+/// Sends the batch of `load` with source 000's placement and waits for every acknowledgement:
 /// the batch arrives before anything is processed.
 async fn produce_batch(
     producer: &Producer,

@@ -1,12 +1,12 @@
-//! Seed 000's step model as arithmetic: 12 keys, 3 partitions, `partition = key % 3`, each
+//! Source 000's step model as arithmetic: 12 keys, 3 partitions, `partition = key % 3`, each
 //! partition completes at most 4 equal requests per step, a batch of 12 arrives before the
 //! partitions process. The broker run (see the parent module) must measure exactly what this
 //! predicts; the lab checks that it does.
 //!
-//! The seed's batches: "uniform" has each key once; "hot key k" has 9 copies of k and one copy
+//! Source 000's batches: "uniform" has each key once; "hot key k" has 9 copies of k and one copy
 //! of each of the next three keys round the circle (k+1, k+2, k+3 mod 12); a step without
 //! arrivals still processes. Changing the load or the hot key starts a fresh run, so the
-//! seed's sequence is four runs: uniform; hot key 0 twice then three empty steps; hot key 1;
+//! source's sequence is four runs: uniform; hot key 0 twice then three empty steps; hot key 1;
 //! hot key 3.
 
 use serde::Serialize;
@@ -18,7 +18,7 @@ pub const CAPACITY: u64 = 4;
 /// Copies of the hot key in a hot batch; the other 3 go to the next keys round the circle.
 const HOT_COPIES: usize = 9;
 
-/// The seed's rule, an explicit placement rather than a hash.
+/// Source 000's rule, an explicit placement rather than a hash.
 pub fn partition_of(key: u32) -> usize {
     (key % PARTITIONS as u32) as usize
 }
@@ -64,13 +64,13 @@ impl Load {
     }
 }
 
-/// One run of the seed: steps from empty queues. A new run is a fresh topic on the broker.
+/// One run of source 000: steps from empty queues. A new run is a fresh topic on the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
     pub steps: Vec<Load>,
 }
 
-/// The seed's sequence.
+/// Source 000's sequence.
 pub fn seed_000_runs() -> Vec<Run> {
     vec![
         Run {
@@ -109,7 +109,7 @@ impl StepRow {
     }
 }
 
-/// What the seed's rule predicts for a run: arrivals join the queue, then each partition
+/// What source 000's rule predicts for a run: arrivals join the queue, then each partition
 /// completes up to its capacity. Capacity a partition does not use is lost for that step.
 pub fn predict(run: &Run) -> Vec<StepRow> {
     let mut queued = [0u64; PARTITIONS];

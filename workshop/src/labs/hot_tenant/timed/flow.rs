@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::super::groups::{lags, GroupOffsets};
+use super::super::groups::GroupOffsets;
 use super::super::plan::{Timed, TICKS_PER_SECOND};
 use super::super::sketch::SpaceSaving;
 use super::super::traffic::{encode_seq, Mix, Traffic};
@@ -52,7 +52,8 @@ pub struct RunSpec<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub seconds: f64,
-    pub lags: Vec<u64>,
+    /// Per partition; `None` where the group had not committed yet ("-" in the lag table).
+    pub lags: Vec<Option<u64>>,
 }
 
 /// What a run measured.
@@ -394,7 +395,7 @@ async fn produce(
                 timeline.push(Sampled {
                     sample: Sample {
                         seconds,
-                        lags: lags(&rows),
+                        lags: rows.iter().map(|r| r.lag().map(|l| l as u64)).collect(),
                     },
                     ends,
                 });

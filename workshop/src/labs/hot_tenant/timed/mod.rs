@@ -85,7 +85,7 @@ pub struct Figures {
     pub lag_before: Vec<u64>,
     pub max_lag: u64,
     pub avg_lag: f64,
-    /// Busiest partition's records over the mean, keyed by tenant (seed 001's max/avg).
+    /// Busiest partition's records over the mean, keyed by tenant (source 001's max/avg).
     pub max_over_avg_before: f64,
     pub topk: Vec<TopEntry>,
     pub hot_partition_lag_by_tenant: Vec<LagShare>,

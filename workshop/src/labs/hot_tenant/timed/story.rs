@@ -17,7 +17,7 @@ pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
     let ratio = capacity as f64 / plan.rate as f64;
     let about = format!(
         "A topic of {} partitions keyed by tenant id (Kafka's murmur2 partitioner). {} tenants send \
-         orders; one of them sends as much as all the others together (seed 001's super tenant). The \
+         orders; one of them sends as much as all the others together (source 001's super tenant). The \
          producer sends {} records at {} a second. A consumer group with one member per partition \
          processes each partition at a fixed {} records a second: together {} a second, {ratio:.1}x the \
          traffic, {}.",
@@ -71,7 +71,7 @@ fn hidden_by_the_average(run: &RunOutcome) -> String {
     let busiest: Vec<u64> = run
         .timeline
         .iter()
-        .map(|s| s.lags.iter().copied().max().unwrap_or(0))
+        .map(|s| s.lags.iter().flatten().copied().max().unwrap_or(0))
         .collect();
     let growing = busiest.len() > 1 && busiest.windows(2).all(|w| w[1] > w[0]);
     let who = match behind.as_slice() {
@@ -99,11 +99,12 @@ fn timeline(samples: &[Sample]) -> Table {
     ]);
     let top = samples
         .iter()
-        .flat_map(|s| s.lags.iter().copied())
+        .flat_map(|s| s.lags.iter().flatten().copied())
         .max()
         .unwrap_or(0);
     for s in samples {
-        let mut sorted = s.lags.clone();
+        // As in the lag table: a partition without a commit has no lag, and no place in the mean.
+        let mut sorted: Vec<u64> = s.lags.iter().flatten().copied().collect();
         sorted.sort_unstable_by(|a, b| b.cmp(a));
         let max = sorted.first().copied().unwrap_or(0);
         let second = sorted.get(1).copied().unwrap_or(0);
@@ -247,7 +248,7 @@ pub fn salted_opening(n: &mut Narrator, plan: &Timed) {
     n.phase(Phase {
         title: "Salt the hot tenant",
         about: &format!(
-            "Seed 003's fix: write the hot tenant under one of {} sub-keys picked at random per record \
+            "Source 003's fix: write the hot tenant under one of {} sub-keys picked at random per record \
              ({}#0 to {}#{}), leave every other tenant alone, and run the same traffic again on a fresh \
              topic and group.",
             plan.salt,
@@ -356,8 +357,24 @@ pub fn summary(f: &Figures) -> Summary {
              out S ways and merge. Cheap for counters, costly for 'latest N'."
                 .into(),
             "Or: a cache with request coalescing in front of hot reads; a dedicated partition or topic for a \
-             super tenant; virtual buckets as in seed 001, moved online with a versioned routing table."
+             super tenant; virtual buckets as in source 001, moved online with a versioned routing table."
                 .into(),
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeline_leaves_partitions_without_a_commit_out_of_the_average() {
+        let samples = [Sample {
+            seconds: 1.0,
+            lags: vec![Some(10), None, Some(20)],
+        }];
+        let (_, body) = timeline(&samples).lines();
+        let cells: Vec<&str> = body[0].split_whitespace().collect();
+        assert_eq!(cells[..5], ["1.0", "s", "20", "10", "15"], "{}", body[0]);
     }
 }

@@ -1,9 +1,9 @@
-//! What the profile service stores, and where each row sits on seed 004's ring.
+//! What the profile service stores, and where each row sits on source 004's ring.
 //!
-//! Shards have stable logical ids (A, B, C, D), never host names (seed 004). A row is a user's
-//! profile, keyed by user id, or one order of a tenant (seed 001's super tenant). The ring has
+//! Shards have stable logical ids (A, B, C, D), never host names (source 004). A row is a user's
+//! profile, keyed by user id, or one order of a tenant (source 001's super tenant). The ring has
 //! positions 0 to 99; a key's position is XXH3 of its route key modulo 100, the same hash lab
-//! `rehash` uses, fixed as part of the routing protocol (seed 004: never a language's default
+//! `rehash` uses, fixed as part of the routing protocol (source 004: never a language's default
 //! hash). Lab time is milliseconds on the lab's own clock, never the wall clock.
 
 use std::fmt;
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::labs::rehash::schemes::{key_hash, NodeId};
 
-/// Seed 004's ring: positions 0 to 99, wrapping past 99 to 0.
+/// Source 004's ring: positions 0 to 99, wrapping past 99 to 0.
 pub const RING_POSITIONS: u64 = 100;
 
 /// A shard's stable logical id.
@@ -128,12 +128,12 @@ pub fn position(route_key: &str) -> u64 {
     key_hash(route_key.as_bytes()) % RING_POSITIONS
 }
 
-/// Seed 001's virtual bucket of an order: `hash(order_id) % bucket_count`.
+/// Source 001's virtual bucket of an order: `hash(order_id) % bucket_count`.
 pub fn bucket_of(order: u32, bucket_count: u32) -> u32 {
     (key_hash(order.to_string().as_bytes()) % u64::from(bucket_count.max(1))) as u32
 }
 
-/// The route key of a tenant's bucket, `"<tenant>:<bucket>"` (seed 001).
+/// The route key of a tenant's bucket, `"<tenant>:<bucket>"` (source 001).
 pub fn bucket_route_key(tenant: u32, bucket: u32) -> String {
     format!("{tenant}:{bucket}")
 }
@@ -207,7 +207,7 @@ impl LabTime {
 }
 
 impl fmt::Display for LabTime {
-    /// Seed 003's log form, `HH:MM:SS`, with milliseconds.
+    /// Source 003's log form, `HH:MM:SS`, with milliseconds.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0;
         write!(
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn ben_sits_in_the_arc_that_d_takes() {
-        // Seed 004: D at 40 takes (20, 40]; Ben moves from B to D.
+        // Source 004: D at 40 takes (20, 40]; Ben moves from B to D.
         let moved = Arc { from: 20, to: 40 };
         assert_eq!(position("Ben"), 28);
         assert!(Scope::Arc(moved).contains(&RowKey::user("Ben")));

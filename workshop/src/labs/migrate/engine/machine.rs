@@ -1,8 +1,8 @@
 //! The migration as a state machine: its phases, which transitions each kind of migration
-//! allows, and the record each step writes to the routing topic (seed 004's five steps, seed
+//! allows, and the record each step writes to the routing topic (source 004's five steps, source
 //! 001's stages).
 //!
-//! Moving a scope by the change log (seed 004): `prepared` (source, destination, scope and
+//! Moving a scope by the change log (source 004): `prepared` (source, destination, scope and
 //! target version recorded, the source still leading), `copying` (a consistent snapshot at a
 //! recorded changelog offset, copied at a throttled rate), `catching_up` (the source's changelog
 //! replayed from that offset, idempotently, with checkpoints), `validating` (counts, key sets,
@@ -10,14 +10,14 @@
 //! changelog is applied), `committed` (ownership at the target version; the source refuses older
 //! versions), `retained` (the source's old copy kept for a recovery period), `cleaned_up`.
 //!
-//! Moving a tenant by dual write (seed 001): `prepared` (the new route, writes to both
+//! Moving a tenant by dual write (source 001): `prepared` (the new route, writes to both
 //! placements), `copying` (a throttled backfill), `validating`, `reads_switched`, `committed`
 //! (old writes stopped), `retained`, `cleaned_up`.
 //!
 //! A failure of the destination `interrupted`s a migration before it commits; it resumes from
 //! the last checkpoint recorded in the routing topic. After a commit, going back is a migration
 //! of its own in the other direction (`rolled_back` ends this one), which replays the
-//! destination's changes since the handover: setting routers back is not enough (seed 004).
+//! destination's changes since the handover: setting routers back is not enough (source 004).
 //!
 //! The naive variants are the same machine with steps left out: routers only (no data moved),
 //! copy once (no catch-up, no block), no fencing (every step, but the old owner does not check
@@ -64,9 +64,9 @@ impl Variant {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// Replaying the source's changelog (seed 004).
+    /// Replaying the source's changelog (source 004).
     Changelog,
-    /// Writing both placements (seed 001's controlled dual write).
+    /// Writing both placements (source 001's controlled dual write).
     DualWrite,
 }
 
@@ -353,7 +353,7 @@ impl Migration {
         self.go(Phase::Blocked, at)
     }
 
-    /// Seed 001: reads move to the new placement; writes still reach both.
+    /// Source 001: reads move to the new placement; writes still reach both.
     pub fn switch_reads(&mut self, at: LabTime) -> Result<MigrationRecord, Illegal> {
         self.require_validation(Phase::ReadsSwitched)?;
         self.go(Phase::ReadsSwitched, at)

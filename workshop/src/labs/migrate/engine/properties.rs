@@ -16,7 +16,7 @@ use super::routing::RoutingRecord;
 use super::store::{Command, Op, TOTAL};
 use super::worker::Switch;
 use super::world::{Settings, World};
-// The seeds' rings and moves, as the lab runs them.
+// The sources' rings and moves, as the lab runs them.
 use crate::labs::migrate::scenario::{
     b_to_d, ring_v7, ring_v8, ring_v9, split_tenant, tenant_route_v1, MOVED,
 };
@@ -113,7 +113,7 @@ fn run_case(seed: u64, variant: Variant, rollback: Rollback) -> Case {
             !due
         });
         // D fails while it is a migration's destination, before it owns anything: once it
-        // owns the range, a failure is a failover, not a migration (seed 004).
+        // owns the range, a failure is a failover, not a migration (source 004).
         let fails_now = world.workers().last().is_some_and(|w| {
             w.machine().plan().destination == Destination::Shard(ShardId::D)
                 && Some(w.machine().phase()) == fail_in
@@ -272,7 +272,7 @@ fn without_fencing_every_loss_is_a_write_since_handover() {
     }
 }
 
-/// Seed 001's hot tenant, split into buckets by dual write while some second writes fail.
+/// Source 001's hot tenant, split into buckets by dual write while some second writes fail.
 fn run_dual_write(seed: u64, keyed: bool) -> (Audit, Option<u64>, Phase) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let route = tenant_route_v1();

@@ -1,9 +1,9 @@
-//! The routing table: versioned, central, auditable (seed 001), kept as records in one compacted
-//! topic so that every service instance reads the same versions (seed 004: ring version 7 gives
+//! The routing table: versioned, central, auditable (source 001), kept as records in one compacted
+//! topic so that every service instance reads the same versions (source 004: ring version 7 gives
 //! Ben to B, version 8 gives him to D).
 //!
 //! Three kinds of record, each under its own key, the latest one per key in force: the ring
-//! (`ring`), a tenant's own route (`tenant/<id>`, seed 001's `route_version` and
+//! (`ring`), a tenant's own route (`tenant/<id>`, source 001's `route_version` and
 //! `migration_state`), and a migration's progress (`migration/<id>`, what each step recorded).
 //! Older records stay in the topic until it is compacted: the audit trail.
 
@@ -59,7 +59,7 @@ impl RingVersion {
     }
 }
 
-/// How a tenant's rows are placed (seed 001).
+/// How a tenant's rows are placed (source 001).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
@@ -69,7 +69,7 @@ pub enum Strategy {
     Bucketed,
 }
 
-/// Where a tenant's move from one placement to the other stands (seed 001's `migration_state`).
+/// Where a tenant's move from one placement to the other stands (source 001's `migration_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TenantState {
@@ -226,7 +226,7 @@ impl RoutingTable {
         self.tenants.get(&tenant)
     }
 
-    /// The shard that owns a ring position: the first token at or after it (seed 004).
+    /// The shard that owns a ring position: the first token at or after it (source 004).
     pub fn owner(&self, position: u64) -> ShardId {
         // Every token's node came from a ShardId, so the way back exists.
         ShardId::from_node(self.index.owner_of_hash(position)).unwrap_or(ShardId::A)

@@ -1,5 +1,5 @@
 //! A shard store: the rows of one shard, its change log's end offset, and its write path's
-//! rules (seed 004, step 4: the write path enforces ownership decisions).
+//! rules (source 004, step 4: the write path enforces ownership decisions).
 //!
 //! Every change the store makes is returned with its changelog offset, for the caller to append
 //! to the shard's changelog topic: the log is the change stream, and an offset in it is where a
@@ -190,7 +190,7 @@ pub enum Outcome {
     AlreadyApplied,
 }
 
-/// A line of a shard's log, in seed 003's form.
+/// A line of a shard's log, in source 003's form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogLine {
     pub shard: ShardId,
@@ -206,7 +206,7 @@ impl fmt::Display for LogLine {
     }
 }
 
-/// Counts, key set and checksums of the rows of a scope (seed 001: verify counts, keys,
+/// Counts, key set and checksums of the rows of a scope (source 001: verify counts, keys,
 /// checksums and aggregates before switching).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Digest {

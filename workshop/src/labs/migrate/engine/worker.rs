@@ -555,7 +555,7 @@ impl<B: Backend> World<B> {
     }
 
     /// Step 5's end: the old copy goes. The old owner says how many writes it took since the
-    /// handover (seed 003's "relinquishing ownership" line).
+    /// handover (source 003's "relinquishing ownership" line).
     fn clean_up(&mut self, w: &mut Worker) -> Result<(), LabError> {
         let now = self.now;
         let plan = w.machine.plan().clone();

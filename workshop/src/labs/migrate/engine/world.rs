@@ -34,7 +34,7 @@ pub struct Settings {
     pub validate_rate: usize,
     /// How often a catch-up records its checkpoint in the routing topic.
     pub checkpoint_ms: u64,
-    /// How long the old owner keeps its copy after a commit (seed 004, step 5).
+    /// How long the old owner keeps its copy after a commit (source 004, step 5).
     pub retention_ms: u64,
     /// A freeze ends by itself this long after the worker last renewed it, so a worker that
     /// dies during the block does not block the scope for ever.
@@ -429,7 +429,7 @@ impl<B: Backend> World<B> {
     }
 
     /// The first write an old owner accepts after handing a scope over: both owners now serve
-    /// writes for it, as seed 003's two nodes do.
+    /// writes for it, as source 003's two nodes do.
     fn zombie_write(&mut self, old: ShardId, key: &RowKey) {
         let Some((scope, new, since)) = self
             .owners

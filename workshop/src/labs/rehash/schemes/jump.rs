@@ -4,7 +4,7 @@
 //! ever higher bucket numbers while they stay below the bucket count: O(ln n) time, no state,
 //! and an even split. Going from n to n+1 buckets moves exactly the keys that now jump to n.
 //!
-//! The limit is hard (seed 003, section 4.1): buckets are numbered 0..n-1, so only the last one
+//! The limit is hard (source 003, section 4.1): buckets are numbered 0..n-1, so only the last one
 //! can be removed. Removing a middle bucket would renumber every bucket after it, and the keys
 //! of all of them would move. Jump hash suits a fixed set of logical buckets mapped to machines
 //! by a directory, not a ring replacement under arbitrary failures; [`Jump::change`] refuses.

@@ -1,6 +1,6 @@
 //! The nodes a scheme routes to: stable logical ids with a capacity (weight).
 //!
-//! Seed 004: use stable logical shard ids rather than host names, so that replacing a host does
+//! Source 004: use stable logical shard ids rather than host names, so that replacing a host does
 //! not change the distribution. A node keeps its id (and so its ring tokens, its rendezvous seed,
 //! its slots) through every change; new nodes get new ids.
 

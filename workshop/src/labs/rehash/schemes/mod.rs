@@ -2,14 +2,14 @@
 //!
 //! Every scheme answers the same two questions: which node owns a key ([`Scheme::route`]), and
 //! what the routing looks like after a membership change ([`Scheme::change`]). How many keys
-//! change owner between the two is the lab's subject (seed 003, sections 3.3 and 4; seed 004).
+//! change owner between the two is the lab's subject (source 003, sections 3.3 and 4; source 004).
 //!
 //! - [`ModN`]: `hash(key) % N`, the divisor tied to the node count.
 //! - [`RingScheme`]: a consistent-hash ring with v tokens (virtual nodes) per node.
 //! - [`Rendezvous`]: highest random weight; weighted.
 //! - [`Jump`]: Lamping and Veach's jump consistent hash; buckets only come and go at the end.
 //! - [`FixedSlots`]: a fixed number of slots and a placement table ([`PlacementTable`]), as with
-//!   4096 logical buckets (seed 004), Redis's 16384 slots or Kafka's partitions.
+//!   4096 logical buckets (source 004), Redis's 16384 slots or Kafka's partitions.
 //!
 //! Keys are hashed with XXH3 ([`key_hash`]), except Redis Cluster's slots (its CRC16, of the
 //! key's hash tag) and Kafka's partitions, which use Kafka's own murmur2 partitioner so that
@@ -48,7 +48,7 @@ pub trait Scheme: Sized {
 }
 
 /// The hash of a key, shared by every scheme but Kafka's partitions. XXH3 is specified and
-/// stable across processes, languages and releases (seed 004: never a language's default hash).
+/// stable across processes, languages and releases (source 004: never a language's default hash).
 pub fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }

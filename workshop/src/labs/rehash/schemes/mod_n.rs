@@ -1,6 +1,6 @@
 //! `hash(key) % N`: the divisor is the number of nodes, so changing it re-deals almost every key.
 //!
-//! Seed 003, section 3.3: a key stays only if `h % N == h % (N+1)`, true for about 1/(N+1) of
+//! Source 003, section 3.3: a key stays only if `h % N == h % (N+1)`, true for about 1/(N+1) of
 //! keys, so N/(N+1) of the data moves: 80 % at 4 nodes, 91 % at 10.
 
 use super::{key_hash, require_uniform, Membership, NodeId, Scheme, SchemeError};
@@ -20,7 +20,7 @@ impl ModN {
     }
 
     /// The bucket of a hash among `n` buckets: what the scheme computes, exposed so that the
-    /// seeds' worked examples (twelve values, 3 then 4 buckets) run through the same code.
+    /// sources' worked examples (twelve values, 3 then 4 buckets) run through the same code.
     pub fn bucket(hash: u64, n: u32) -> u32 {
         (hash % u64::from(n)) as u32
     }

@@ -1,6 +1,6 @@
 //! A placement table: which node holds each of a fixed number of slots.
 //!
-//! Seed 004: `bucket = hash(userId) % 4096; shard = placementTable[bucket]`. Scaling changes
+//! Source 004: `bucket = hash(userId) % 4096; shard = placementTable[bucket]`. Scaling changes
 //! selected entries of the table, never the hash of any key. Which entries change is this
 //! module's job, and it changes as few as possible: each node's target is its share of the slots
 //! by weight, nodes above their target give up only the excess, and only nodes below their

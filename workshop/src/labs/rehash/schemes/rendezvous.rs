@@ -4,7 +4,7 @@
 //! node takes exactly the keys where it now scores highest, from whichever node held them; a
 //! leaving node's keys go to their second choice, spread over all survivors. Weights are honest:
 //! with `score = -w / ln(x)`, x uniform in (0, 1), a node of weight w wins a share w/W of the keys
-//! (seed 003, section 4.1). The price is O(n) hashes per lookup, against O(log(n·v)) for a ring.
+//! (source 003, section 4.1). The price is O(n) hashes per lookup, against O(log(n·v)) for a ring.
 
 use super::{node_name, salted_hash, Membership, NodeId, Scheme, SchemeError};
 
@@ -60,7 +60,7 @@ fn score(key: &[u8], candidate: &Candidate) -> f64 {
 
 impl Scheme for Rendezvous {
     fn route(&self, key: &[u8]) -> NodeId {
-        // One hash per node: seed 003's version hashes `node|key` per pair; seeding the key's
+        // One hash per node: source 003's version hashes `node|key` per pair; seeding the key's
         // hash with a per-node seed is the same idea without building a string per pair.
         let mut best = self.candidates[0];
         let mut best_score = score(key, &best);

@@ -1,15 +1,15 @@
 //! A consistent-hash ring (Karger et al. 1997), with virtual nodes (Dynamo, Cassandra).
 //!
 //! Keys and tokens share one circular space of 64-bit hashes. A key belongs to the first token
-//! at or after its hash, wrapping past the end to the first token (seed 004: a user at exactly
-//! 40 belongs to D at 40, one at 20 stays with A at 20). Seed 003's Python takes the first
+//! at or after its hash, wrapping past the end to the first token (source 004: a user at exactly
+//! 40 belongs to D at 40, one at 20 stays with A at 20). Source 003's Python takes the first
 //! token strictly after the hash (`bisect_right`); the two differ only for a hash equal to a
-//! token, and we follow seed 004 so that its worked example holds as written.
+//! token, and we follow source 004 so that its worked example holds as written.
 //!
 //! With one token per node, n random points split the ring unevenly (the largest arc grows as
 //! O(log n) times the average) and a leaving node's whole arc lands on one neighbour. With v
 //! tokens per node the relative spread of node loads falls as 1/sqrt(v), and a leaving node's
-//! arcs scatter over all survivors (seed 003, section 4).
+//! arcs scatter over all survivors (source 003, section 4).
 
 use super::{key_hash, node_name, salted_hash, Membership, NodeId, Scheme, SchemeError};
 
@@ -25,7 +25,7 @@ pub struct Ring {
 
 impl Ring {
     /// A ring from explicit `(position, node)` tokens, in any order. Two tokens on one position
-    /// are resolved deterministically: the lower node id keeps it (seed 004: reject or resolve
+    /// are resolved deterministically: the lower node id keeps it (source 004: reject or resolve
     /// collisions deterministically, whatever the order tokens were added in).
     pub fn from_tokens(
         tokens: impl IntoIterator<Item = (u64, NodeId)>,
@@ -102,7 +102,7 @@ impl Ring {
 }
 
 /// The ring as a scheme: each node places `vnodes × weight` tokens at hashes of its stable
-/// token identities `node-3#0`, `node-3#1`, ... (seed 004: keep identities like `A:0`, `A:1`
+/// token identities `node-3#0`, `node-3#1`, ... (source 004: keep identities like `A:0`, `A:1`
 /// stable when adding D; regenerating all tokens would undo the point of the ring).
 #[derive(Debug, Clone)]
 pub struct RingScheme {
@@ -167,7 +167,7 @@ mod tests {
     const C: NodeId = 2;
     const D: NodeId = 3;
 
-    /// Seed 004: positions 0..99, A at 20, B at 50, C at 80; D joins at 40.
+    /// Source 004: positions 0..99, A at 20, B at 50, C at 80; D joins at 40.
     fn seed_004_rings() -> (Ring, Ring) {
         let abc = [(20, A), (50, B), (80, C)];
         let before = Ring::from_tokens(abc).unwrap();

@@ -1,8 +1,8 @@
-//! Fixed slots: decouple the number of slots from the number of nodes (seed 003, section 3.4).
+//! Fixed slots: decouple the number of slots from the number of nodes (source 003, section 3.4).
 //!
 //! A key always maps to the same slot; nodes hold whole slots through a [`PlacementTable`], and a
 //! node change moves whole slots, never re-hashes a key. Three ways to pick the slot:
-//! - [`SlotHash::Xxh3`]: `hash(key) % slots`, seed 004's 4096 logical buckets.
+//! - [`SlotHash::Xxh3`]: `hash(key) % slots`, source 004's 4096 logical buckets.
 //! - [`SlotHash::RedisCrc16`]: Redis Cluster's `HASH_SLOT = CRC16(key) mod 16384`, CRC16 being
 //!   XMODEM's, of the key's hash tag when it has one ([`hash_tag`]).
 //! - [`SlotHash::KafkaMurmur2`]: Kafka's default partitioner, `toPositive(murmur2(key)) % P`:
