@@ -1,5 +1,5 @@
 //! Run `eos`: the baseline's stall once more, with every member consuming and producing in Kafka
-//! transactions (seed 003, section 10: "exactly-once" as Kafka means it).
+//! transactions (source 003, section 10: "exactly-once" as Kafka means it).
 //!
 //! For each batch a member begins a transaction, charges each payment at the payment gateway
 //! (the ledger's effect: outside Kafka), produces one record per payment to `payments-applied`

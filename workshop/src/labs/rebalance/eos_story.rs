@@ -1,5 +1,5 @@
 //! The narration of the transactional run: the question, the stalled member's log, the output
-//! topic against the gateway, and what Kafka's exactly-once covers (seed 003, section 10).
+//! topic against the gateway, and what Kafka's exactly-once covers (source 003, section 10).
 
 use super::eos::EosOutcome;
 use super::eos_figures::EosFigures;
@@ -125,7 +125,7 @@ fn conclusion(f: &Figures, eos: &EosFigures) -> String {
          back: {} payments charged twice, the batch that was redelivered. Kafka's exactly-once holds \
          for read-from-Kafka, write-to-Kafka: the offsets and the output commit together or not at \
          all. A gateway or another database needs its own dedup by the payment's key, in its own \
-         transaction (seed 003, section 10).",
+         transaction (source 003, section 10).",
         eos.gateway_duplicates
     ));
     text
