@@ -63,6 +63,20 @@ pub struct Work {
     pub waits: Duration,
 }
 
+/// A phase that does one thing, then another, has the work of both.
+impl std::ops::Add for Work {
+    type Output = Work;
+
+    fn add(self, other: Work) -> Work {
+        Work {
+            round_trips: self.round_trips + other.round_trips,
+            records: self.records + other.records,
+            rebalances: self.rebalances + other.rebalances,
+            waits: self.waits + other.waits,
+        }
+    }
+}
+
 impl Work {
     /// The phase's time limit under `budget`.
     pub fn limit(&self, budget: &Budget) -> Duration {
@@ -148,9 +162,10 @@ impl Deadline {
         self.within(|| doing.to_string(), step).await
     }
 
-    /// `doing` is asked only once the deadline has passed, so a progress bar tells how far the
-    /// step got by then.
-    async fn within<T>(
+    /// [`run`](Self::run) for a step whose state only a closure can tell: `doing` is asked
+    /// only once the deadline has passed, so it says how far the step got by then (a progress
+    /// bar, the members of a group as they are).
+    pub async fn within<T>(
         &self,
         doing: impl FnOnce() -> String,
         step: impl Future<Output = Result<T, LabError>>,
