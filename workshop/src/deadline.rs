@@ -188,6 +188,27 @@ impl Deadline {
     }
 }
 
+/// For the labs' tests: `ran` failed at a phase's deadline, `elapsed` after the lab started,
+/// with `line`. The phase starts a moment after the lab (its broker, earlier phases), so the
+/// lab ends within a second after the phase's `limit`.
+#[cfg(test)]
+pub fn assert_too_slow<T>(
+    ran: Result<T, LabError>,
+    elapsed: Duration,
+    limit: Duration,
+    line: &str,
+) {
+    let err = match ran {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("finished against a broker too slow for it"),
+    };
+    assert!(
+        elapsed >= limit && elapsed < limit + Duration::from_secs(1),
+        "ended after {elapsed:?} for a limit of {limit:?}: {err}"
+    );
+    assert_eq!(err, line);
+}
+
 /// `1.5 s`, `25 µs`, `3 min 20 s`.
 fn seconds(d: Duration) -> String {
     let s = d.as_secs_f64();
