@@ -63,6 +63,20 @@ pub struct Work {
     pub waits: Duration,
 }
 
+/// A phase that does one thing, then another, has the work of both.
+impl std::ops::Add for Work {
+    type Output = Work;
+
+    fn add(self, other: Work) -> Work {
+        Work {
+            round_trips: self.round_trips + other.round_trips,
+            records: self.records + other.records,
+            rebalances: self.rebalances + other.rebalances,
+            waits: self.waits + other.waits,
+        }
+    }
+}
+
 impl Work {
     /// The phase's time limit under `budget`.
     pub fn limit(&self, budget: &Budget) -> Duration {
@@ -148,9 +162,10 @@ impl Deadline {
         self.within(|| doing.to_string(), step).await
     }
 
-    /// `doing` is asked only once the deadline has passed, so a progress bar tells how far the
-    /// step got by then.
-    async fn within<T>(
+    /// [`run`](Self::run) for a step whose state only a closure can tell: `doing` is asked
+    /// only once the deadline has passed, so it says how far the step got by then (a progress
+    /// bar, the members of a group as they are).
+    pub async fn within<T>(
         &self,
         doing: impl FnOnce() -> String,
         step: impl Future<Output = Result<T, LabError>>,
@@ -171,6 +186,27 @@ impl Deadline {
             self.basis
         ))
     }
+}
+
+/// For the labs' tests: `ran` failed at a phase's deadline, `elapsed` after the lab started,
+/// with `line`. The phase starts a moment after the lab (its broker, earlier phases), so the
+/// lab ends within a second after the phase's `limit`.
+#[cfg(test)]
+pub fn assert_too_slow<T>(
+    ran: Result<T, LabError>,
+    elapsed: Duration,
+    limit: Duration,
+    line: &str,
+) {
+    let err = match ran {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("finished against a broker too slow for it"),
+    };
+    assert!(
+        elapsed >= limit && elapsed < limit + Duration::from_secs(1),
+        "ended after {elapsed:?} for a limit of {limit:?}: {err}"
+    );
+    assert_eq!(err, line);
 }
 
 /// `1.5 s`, `25 µs`, `3 min 20 s`.

@@ -34,9 +34,6 @@ use crate::lab::{LabError, Target};
 use crate::stop::{Stop, Watching};
 use crate::watch::{Watch, WatchedCluster};
 
-/// How long a lab waits for a topic to be read to its end, or for a partition change to show.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
-
 /// A tokio runtime for a lab. Two workers: the embedded broker and the lab's clients run side by
 /// side without taking over a shared machine.
 pub fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
@@ -304,7 +301,8 @@ impl Cluster {
 
     /// Grows a topic with CreatePartitions and waits until metadata shows the new count, so
     /// producers on this client route with it from the next record on (a real cluster may take
-    /// a moment to spread the change).
+    /// a moment to spread the change). As long as that takes: the caller's deadline (a lab's
+    /// phase, see [`crate::deadline`]) bounds it and says which phase was too slow.
     pub async fn grow_topic(&self, topic: &str, partitions: i32) -> Result<(), LabError> {
         let what = format!("growing topic {topic} to {partitions} partitions");
         self.admin
@@ -321,11 +319,12 @@ impl Cluster {
                 }
             }
         };
-        within(SETTLE_TIMEOUT, &what, shows).await?
+        shows.await
     }
 
     /// Every record of `topic`, by partition in offset order, read from the log start to the end
-    /// offsets of the moment of the call.
+    /// offsets of the moment of the call; bounded, like [`grow_topic`](Self::grow_topic), by the
+    /// caller's deadline.
     pub async fn read_topic(&self, topic: &str) -> Result<BTreeMap<i32, Vec<Record>>, LabError> {
         let what = format!("reading topic {topic} back");
         let ends = self
@@ -364,7 +363,7 @@ impl Cluster {
                 }
             }
         };
-        within(SETTLE_TIMEOUT, &what, read).await??;
+        read.await?;
         // A batch may reach past the end offsets asked for (records produced meanwhile).
         for (partition, list) in &mut records {
             if let Some(end) = ends.iter().find(|e| e.partition == *partition) {
@@ -479,23 +478,26 @@ impl Cluster {
     }
 }
 
+#[cfg(test)]
+impl Cluster {
+    /// For the labs' tests: the embedded broker answering every `api` request `delay` late, a
+    /// cluster too slow for a lab.
+    pub async fn slowed(api: ApiKey, delay: Duration) -> Cluster {
+        let cluster = Cluster::open(&Target::Embedded, &Stop::never(), "test")
+            .await
+            .expect("the embedded broker starts");
+        let broker = cluster.embedded().expect("an embedded broker");
+        broker.faults().add(broker::faults::Fault::Delay {
+            api: Some(api),
+            delay,
+        });
+        cluster
+    }
+}
+
 /// How long a join that was on the wire when its member was dropped can keep a group from
 /// being deleted: the session timeout of the labs' members (Kafka's default, 45 s), plus a margin.
 const PENDING_JOINS_EXPIRE: Duration = Duration::from_secs(50);
-
-/// Runs `work`, or fails with a one-line error naming `what` once `limit` has passed.
-async fn within<T>(
-    limit: Duration,
-    what: &str,
-    work: impl Future<Output = T>,
-) -> Result<T, LabError> {
-    tokio::time::timeout(limit, work).await.map_err(|_| {
-        LabError::Broker(format!(
-            "{what} did not finish within {} s; is the broker overloaded or partitioned?",
-            limit.as_secs()
-        ))
-    })
-}
 
 /// The list stays usable even if a thread panicked while holding it: it is only names.
 fn lock(names: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
@@ -627,6 +629,32 @@ mod tests {
         assert!(left.is_empty(), "{left:?}");
         rt.block_on(cluster.close());
         rt.block_on(broker.shutdown());
+    }
+
+    /// A cluster that answers fetches ten minutes late: reading a topic back waits as long as
+    /// the phase it belongs to may take, and then the phase's deadline names it (paused clock).
+    #[tokio::test(start_paused = true)]
+    async fn a_stuck_read_ends_at_the_deadline_of_its_phase() {
+        let cluster = Cluster::slowed(ApiKey::Fetch, Duration::from_secs(600)).await;
+        let topic = cluster.create_topic("payments", 1).await.unwrap();
+        let work = crate::deadline::Work {
+            round_trips: 30,
+            ..crate::deadline::Work::default()
+        };
+        let deadline = crate::deadline::Deadline::start("phase 3 (Reading back)", work);
+        let started = tokio::time::Instant::now();
+        let read = deadline
+            .wait("reading the topic back", cluster.read_topic(&topic))
+            .await;
+        crate::deadline::assert_too_slow(
+            read,
+            started.elapsed(),
+            Duration::from_secs(40),
+            "phase 3 (Reading back) was too slow: not done within 40 s (30 round trips x 1 s + \
+             10 s); it was reading the topic back. Is the broker overloaded or slowed down? A \
+             smaller run (fewer records) needs less time",
+        );
+        cluster.close().await;
     }
 
     #[test]

@@ -27,10 +27,12 @@ mod verdict;
 
 use std::collections::BTreeMap;
 
+use crate::deadline::Work;
 use crate::lab::{Lab, LabContext, LabError};
 use crate::report::{LabReport, Narrator};
 use crate::target::{runtime, Cluster};
 use figures::Runs;
+use kafka::{Commands, Limit};
 pub use plan::MigrateArgs;
 use plan::Plan;
 use scenario::{Run, Scenario};
@@ -74,8 +76,19 @@ fn phases(
 ) -> Result<figures::Figures, LabError> {
     let profiles = traffic::profiles(plan, seed);
     let (orders, faults) = traffic::tenant(plan, seed);
-    let users = kafka::Commands::produce(rt, cluster, "profile-commands", &profiles, Vec::new())?;
-    let tenant = kafka::Commands::produce(rt, cluster, "tenant-42-commands", &orders, faults)?;
+    let users_topic = "profile-commands";
+    story::ring(n, plan, &profiles, &cluster.name(users_topic));
+    // The commands, written once for every run, within the first phase.
+    let deadline = n.deadline(Commands::work(&profiles) + Commands::work(&orders));
+    let users = Commands::produce(rt, cluster, users_topic, &profiles, Vec::new(), &deadline)?;
+    let tenant = Commands::produce(
+        rt,
+        cluster,
+        "tenant-42-commands",
+        &orders,
+        faults,
+        &deadline,
+    )?;
     let mut runs = Runner {
         rt,
         cluster,
@@ -85,20 +98,23 @@ fn phases(
         runs: BTreeMap::new(),
     };
 
-    story::ring(n, plan, &profiles, &users.topic);
     story::routers_only(n);
-    story::routers_only_evidence(n, runs.run(Scenario::RoutersOnly)?);
+    runs.phase(n, &[Scenario::RoutersOnly])?;
+    story::routers_only_evidence(n, Runs(&runs.runs).get(Scenario::RoutersOnly)?);
     story::copy_once(n, plan);
-    story::copy_once_evidence(n, runs.run(Scenario::CopyOnce)?);
+    runs.phase(n, &[Scenario::CopyOnce])?;
+    story::copy_once_evidence(n, Runs(&runs.runs).get(Scenario::CopyOnce)?);
     story::no_fencing(n, plan);
-    story::no_fencing_evidence(n, runs.run(Scenario::NoFencing)?);
+    runs.phase(n, &[Scenario::NoFencing])?;
+    story::no_fencing_evidence(n, Runs(&runs.runs).get(Scenario::NoFencing)?);
     story::protocol(n, plan);
-    story::protocol_evidence(n, runs.run(Scenario::Protocol)?);
+    runs.phase(n, &[Scenario::Protocol])?;
+    story::protocol_evidence(n, Runs(&runs.runs).get(Scenario::Protocol)?);
     story::failure(n);
-    story::failure_evidence(n, runs.run(Scenario::Failure)?);
+    runs.phase(n, &[Scenario::Failure])?;
+    story::failure_evidence(n, Runs(&runs.runs).get(Scenario::Failure)?);
     story::rollback(n);
-    runs.run(Scenario::RollbackRoutersOnly)?;
-    runs.run(Scenario::Rollback)?;
+    runs.phase(n, &[Scenario::RollbackRoutersOnly, Scenario::Rollback])?;
     let done = Runs(&runs.runs);
     story::rollback_evidence(
         n,
@@ -106,8 +122,7 @@ fn phases(
         done.get(Scenario::Rollback)?,
     );
     story::hot_tenant(n, plan, &tenant.topic);
-    runs.run(Scenario::DualWriteNaive)?;
-    runs.run(Scenario::DualWriteKeyed)?;
+    runs.phase(n, &[Scenario::DualWriteNaive, Scenario::DualWriteKeyed])?;
     let done = Runs(&runs.runs);
     story::hot_tenant_evidence(
         n,
@@ -127,21 +142,90 @@ struct Runner<'a> {
     rt: &'a Runtime,
     cluster: &'a Cluster,
     plan: &'a Plan,
-    users: &'a kafka::Commands<'a>,
-    tenant: &'a kafka::Commands<'a>,
+    users: &'a Commands<'a>,
+    tenant: &'a Commands<'a>,
     runs: BTreeMap<Scenario, Run>,
 }
 
 impl Runner<'_> {
-    fn run(&mut self, scenario: Scenario) -> Result<&Run, LabError> {
-        let commands = if scenario.is_tenant() {
+    /// The runs of the phase just opened, within one deadline derived from what they do.
+    fn phase(&mut self, n: &Narrator, scenarios: &[Scenario]) -> Result<(), LabError> {
+        let mut work = Work::default();
+        let mut lab_ms = 0;
+        for &scenario in scenarios {
+            let commands = self.commands(scenario);
+            work = work + kafka::work(self.plan, scenario, commands)?;
+            lab_ms += commands.traffic.duration;
+        }
+        let deadline = n.deadline(work);
+        let progress = n.progress(lab_ms, "lab milliseconds of traffic");
+        let limit = Limit {
+            deadline: &deadline,
+            progress: &progress,
+        };
+        for &scenario in scenarios {
+            // Runs are synchronous between their requests: a stop is seen between runs.
+            self.cluster.check_stop()?;
+            let commands = self.commands(scenario);
+            let run = kafka::run(self.rt, self.cluster, self.plan, scenario, commands, limit)?;
+            self.runs.insert(scenario, run);
+        }
+        progress.finish();
+        Ok(())
+    }
+
+    fn commands(&self, scenario: Scenario) -> &Commands<'_> {
+        if scenario.is_tenant() {
             self.tenant
         } else {
             self.users
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use client::ApiKey;
+
+    /// A broker that answers every ListOffsets 5 s late: the commands are written (no offsets
+    /// listed), then the first run, which lists end offsets as it goes, overruns the deadline
+    /// its rehearsal in memory gave it and ends with one line naming the phase and the lab
+    /// millisecond it reached (paused clock).
+    #[test]
+    fn a_slow_phase_ends_at_its_deadline_and_says_where() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let args = MigrateArgs {
+            users: 20,
+            rate: 1,
+            duration_ms: 600,
+            copy_rate: 1,
+            replay_rate: 4,
+            stale_ms: 300,
+            orders: 16,
+            buckets: 4,
+            failure_percent: 3,
         };
-        // Runs are synchronous between their requests: a stop is seen between runs.
-        self.cluster.check_stop()?;
-        let run = kafka::run(self.rt, self.cluster, self.plan, scenario, commands)?;
-        Ok(self.runs.entry(scenario).or_insert(run))
+        let plan = Plan::new(&args).unwrap();
+        let cluster = rt.block_on(Cluster::slowed(ApiKey::ListOffsets, Duration::from_secs(5)));
+        let started = rt.block_on(async { tokio::time::Instant::now() });
+        let ran = phases(&rt, &cluster, &plan, 5, &mut Narrator::new());
+        let elapsed = rt.block_on(async { started.elapsed() });
+        rt.block_on(cluster.close());
+        crate::deadline::assert_too_slow(
+            ran,
+            elapsed,
+            Duration::from_millis(78_041),
+            "phase 2 (Routers only) was too slow: not done within 78 s (53 round trips x 1 s + \
+             1642 records x 25 µs + 1 rebalance x 15 s + 10 s); it was listing the end offset of \
+             migrate.routers-only.changelog-D (lab milliseconds of traffic, 600 of 600 done). Is \
+             the broker overloaded or slowed down? A smaller run (fewer records) needs less time",
+        );
     }
 }

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use protocol::partitioner::partition_for_key;
 
-use super::engine::backend::Backend;
-use super::engine::keys::{Arc, LabTime, RowKey, Scope, ShardId};
+use super::engine::backend::{Backend, Memory, Tally};
+use super::engine::keys::{Arc, CommandId, LabTime, RowKey, Scope, ShardId};
 use super::engine::ledger::{Audit, ReadRecord, Refused, Source};
 use super::engine::machine::{Destination, MigrationRecord, Mode, Phase, Plan, Start, Variant};
 use super::engine::routing::{
@@ -344,6 +344,32 @@ pub fn run<B: Backend>(
     )))
 }
 
+/// Runs `scenario` in memory, its commands straight from `traffic`: the decisions a run on
+/// Kafka makes, and what it asked of its logs to make them (for the Kafka run's deadline).
+pub fn rehearse(
+    scenario: Scenario,
+    plan: &LabPlan,
+    traffic: &Traffic,
+    faults: &[CommandId],
+) -> Result<(Run, Tally), LabError> {
+    let mut world = World::new(
+        Memory::default(),
+        scenario.settings(plan),
+        scenario.fences(),
+        &scenario.initial_routing(),
+        COMMAND_PARTITIONS as usize,
+    )?;
+    world.inject_faults(faults.iter().copied());
+    let run = run(
+        &mut world,
+        scenario,
+        plan,
+        traffic,
+        &mut TrafficFeed::new(traffic),
+    )?;
+    Ok((run, world.backend_mut().tally()))
+}
+
 /// Per partition, the offset below which every command was handled: the next one to read, or
 /// the first still held.
 fn committable<B: Backend>(world: &World<B>, handled: &BTreeMap<i32, i64>) -> BTreeMap<i32, i64> {
@@ -496,7 +522,6 @@ fn finish<B: Backend>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::labs::migrate::engine::backend::Memory;
     use crate::labs::migrate::plan::MigrateArgs;
     use crate::labs::migrate::traffic;
     use clap::{Args, FromArgMatches};
@@ -514,23 +539,7 @@ pub(crate) mod tests {
         } else {
             (traffic::profiles(&plan, seed), Vec::new())
         };
-        let mut world = World::new(
-            Memory::default(),
-            scenario.settings(&plan),
-            scenario.fences(),
-            &scenario.initial_routing(),
-            COMMAND_PARTITIONS as usize,
-        )
-        .unwrap();
-        world.inject_faults(faults);
-        run(
-            &mut world,
-            scenario,
-            &plan,
-            &traffic,
-            &mut TrafficFeed::new(&traffic),
-        )
-        .unwrap()
+        rehearse(scenario, &plan, &traffic, &faults).unwrap().0
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod run;
 pub mod store;
 mod story;
 pub mod traffic;
+mod work;
 
 use std::time::Duration;
 
@@ -45,6 +46,7 @@ pub use plan::PartitionsArgs;
 use plan::Plan;
 use run::{Change, Env, Outcome, Run, Spec};
 use traffic::{Traffic, FEATURED_ORDER};
+use work::Phases;
 
 /// The order service's `metadata.max.age.ms`: Kafka's is 5 minutes; short here so the producer
 /// and the group see the new partitions within the lab's few seconds, by the same mechanism.
@@ -100,7 +102,13 @@ async fn phases(
         service,
         tail: n.tail(),
     };
-    let rounds = estimated_rounds(plan, traffic);
+    // What each phase has to do, for its deadline.
+    let work = Phases {
+        plan,
+        traffic,
+        metadata_max_age: METADATA_MAX_AGE,
+    };
+    let rounds = work.rounds();
 
     // The failure: 12 partitions, a backlog, CreatePartitions to 24.
     story::backlog_opening(n, plan, &cluster.name(TOPIC), traffic.orders());
@@ -110,16 +118,25 @@ async fn phases(
         group: GROUP.to_string(),
         change: Change::Grow { to: plan.after },
     };
-    let mut run = Run::start(&env, plan, spec, traffic).await?;
+    let deadline = n.deadline(work.until_change());
     let progress = n.progress(rounds / 2, "applying orders, round by round");
-    let lag = run.until_change(&progress).await?.to_vec();
+    let started = deadline
+        .run(&progress, async {
+            let mut run = Run::start(&env, plan, spec.clone(), traffic).await?;
+            let lag = run.until_change(&progress).await?.to_vec();
+            Ok((run, lag))
+        })
+        .await;
     progress.finish();
+    let (mut run, lag) = started?;
     story::backlog_evidence(n, plan, run.featured_written(), &lag);
 
     story::increase_opening(n, run.topic(), plan, METADATA_MAX_AGE.as_millis(), &lag);
+    let deadline = n.deadline(work.change(&spec.change));
     let progress = n.progress(1, "the increase");
-    run.change(&progress).await?;
+    let changed = deadline.run(&progress, run.change(&progress)).await;
     progress.finish();
+    changed?;
     story::increase_evidence(
         n,
         plan,
@@ -130,10 +147,16 @@ async fn phases(
     );
 
     story::count_opening(n, plan);
+    let deadline = n.deadline(work.after_change());
     let progress = n.progress(rounds / 2, "the rest of the traffic");
-    run.after_change(&progress).await?;
+    let finished = deadline
+        .run(&progress, async {
+            run.after_change(&progress).await?;
+            run.finish().await
+        })
+        .await;
     progress.finish();
-    let failure = run.finish().await?;
+    let failure = finished?;
     let movement =
         Movement::count(traffic.keys(), plan.before, plan.after).map_err(LabError::Internal)?;
     story::count_evidence(n, plan, &failure, &movement, &lag);
@@ -143,8 +166,7 @@ async fn phases(
     story::provisioned_opening(n, plan, &cluster.name(&provisioned_topic));
     let provisioned = scenario(
         &env,
-        plan,
-        traffic,
+        &work,
         n,
         Spec {
             topic: provisioned_topic,
@@ -161,8 +183,7 @@ async fn phases(
     story::migration_opening(n, plan, &cluster.name(&old), &cluster.name(&new));
     let migration = scenario(
         &env,
-        plan,
-        traffic,
+        &work,
         n,
         Spec {
             topic: old,
@@ -178,8 +199,14 @@ async fn phases(
     story::migration_evidence(n, &migration);
 
     // Kafka cannot shrink.
-    let shrink = shrink(cluster, &failure.spec.topic, plan).await?;
-    story::shrink_opening(n, &shrink);
+    story::shrink_opening(n, &failure.spec.topic, plan.before);
+    let deadline = n.deadline(Phases::shrink());
+    let shrink = deadline
+        .wait(
+            "asking the topic to shrink",
+            shrink(cluster, &failure.spec.topic, plan),
+        )
+        .await?;
     story::shrink_evidence(n, &shrink);
 
     Ok(figures(
@@ -195,24 +222,26 @@ async fn phases(
     ))
 }
 
-/// A scenario that needs no narration between its steps.
+/// A scenario that needs no narration between its steps, under its phase's deadline.
 async fn scenario(
     env: &Env<'_>,
-    plan: &Plan,
-    traffic: &Traffic,
+    work: &Phases<'_>,
     n: &Narrator,
     spec: Spec,
 ) -> Result<Outcome, LabError> {
-    let progress = n.progress(
-        estimated_rounds(plan, traffic),
-        "applying orders, round by round",
-    );
-    let mut run = Run::start(env, plan, spec, traffic).await?;
-    run.until_change(&progress).await?;
-    run.change(&progress).await?;
-    run.after_change(&progress).await?;
+    let deadline = n.deadline(work.scenario(&spec.change));
+    let progress = n.progress(work.rounds(), "applying orders, round by round");
+    let outcome = deadline
+        .run(&progress, async {
+            let mut run = Run::start(env, work.plan, spec, work.traffic).await?;
+            run.until_change(&progress).await?;
+            run.change(&progress).await?;
+            run.after_change(&progress).await?;
+            run.finish().await
+        })
+        .await;
     progress.finish();
-    run.finish().await
+    outcome
 }
 
 /// Asks the broker to take the topic back to its old count: Kafka answers INVALID_PARTITIONS.
@@ -238,15 +267,6 @@ async fn shrink(cluster: &Cluster, topic: &str, plan: &Plan) -> Result<Shrink, L
         Err(e) => return Err(broker_error(&format!("asking {topic} to shrink"), &e)),
     }
     Ok(shrink)
-}
-
-/// Rounds of one scenario, roughly, for the progress bar: the traffic's rounds, then the
-/// backlog drained at the larger count.
-fn estimated_rounds(plan: &Plan, traffic: &Traffic) -> u64 {
-    let events = traffic.events.len() as u64;
-    let produce = events.div_ceil(u64::from(plan.rate));
-    let backlog = events.saturating_sub(plan.throughput(plan.before) * produce / 2);
-    produce + backlog / plan.throughput(plan.after).max(1)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -303,5 +323,45 @@ fn figures(
         failure: Scenario::of(failure),
         fixes,
         shrink,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use client::ApiKey;
+
+    /// A broker that answers every produce ten minutes late: phase 1 ends at its deadline,
+    /// derived from its rounds and the group forming, with one line naming the phase and how
+    /// far it got (paused clock).
+    #[tokio::test(start_paused = true)]
+    async fn a_stuck_phase_ends_at_its_deadline_and_says_where() {
+        let plan = Plan::new(&PartitionsArgs {
+            orders: 8,
+            open: 2,
+            partitions: 2,
+            to: 4,
+            provisioned: None,
+            members: 2,
+            rate: 6,
+            capacity: 1,
+        })
+        .unwrap();
+        let traffic = Traffic::generate(plan.orders, plan.open, 5);
+        let cluster = Cluster::slowed(ApiKey::Produce, Duration::from_secs(600)).await;
+        let started = tokio::time::Instant::now();
+        let ran = phases(&cluster, &plan, &traffic, 5, &mut Narrator::new()).await;
+        // 56 events in 21 rounds; the 10 before the change move 30 of them, each produced and
+        // consumed.
+        crate::deadline::assert_too_slow(
+            ran,
+            started.elapsed(),
+            Duration::from_secs(55),
+            "phase 1 (Consumers that cannot keep up) was too slow: not done within 55 s (30 round \
+             trips x 1 s + 60 records x 25 µs + 1 rebalance x 15 s + 10 s); it was applying \
+             orders, round by round, 0 of 10 done. Is the broker overloaded or slowed down? A \
+             smaller run (fewer records) needs less time",
+        );
+        cluster.close().await;
     }
 }

@@ -27,11 +27,6 @@ use crate::report::{self, LagRow, Progress, Tail};
 use crate::target::{self, broker_error, Cluster};
 use client::check::{OrderingChecker, Position, Violation};
 
-/// How long the lab waits for the group to settle after a change (a rebalance, a new topic).
-/// Kafka's own rebalance timeout defaults to the poll interval, 5 minutes; the lab gives up well
-/// before, since against the embedded broker a rebalance takes milliseconds.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// Where a run happens: the cluster (and the operator's admin client on it), and the settings
 /// of the order service's own clients, whose `metadata_max_age` is how soon its producer and
 /// its members see a change.
@@ -178,9 +173,7 @@ impl<'a> Run<'a> {
         let producer = Producer::new(producer_client, producer_config())
             .map_err(|e| broker_error("starting the producer", &e))?;
         let group = Group::join(&env.service, &spec.group, &spec.topic, plan.members).await?;
-        group
-            .settled(&spec.topic, spec.partitions, SETTLE_TIMEOUT)
-            .await?;
+        group.settled(&spec.topic, spec.partitions).await?;
         let mut checker = OrderingChecker::new();
         checker.layout(&spec.topic, spec.partitions);
         Ok(Run {
@@ -243,7 +236,7 @@ impl<'a> Run<'a> {
                 // The members notice the new partitions on their own metadata refresh and
                 // rejoin; the lab waits for the group to own all of them before the next round.
                 let topic = self.spec.topic.clone();
-                self.assignment_after = self.group.settled(&topic, to, SETTLE_TIMEOUT).await?;
+                self.assignment_after = self.group.settled(&topic, to).await?;
                 self.consumed.1 = to;
             }
             Change::Migrate { topic, partitions } => {
@@ -359,10 +352,7 @@ impl<'a> Run<'a> {
         };
         self.checker.layout(topic, partitions);
         self.group.subscribe(topic).await?;
-        self.assignment_after = self
-            .group
-            .settled(topic, partitions, SETTLE_TIMEOUT)
-            .await?;
+        self.assignment_after = self.group.settled(topic, partitions).await?;
         self.consumed = (topic.to_string(), partitions);
         self.migration = Some(Migration {
             topic: topic.to_string(),

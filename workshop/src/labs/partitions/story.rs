@@ -395,10 +395,9 @@ pub fn migration_evidence(n: &mut Narrator, outcome: &Outcome) {
     violations_table(n, &outcome.seen);
 }
 
-pub fn shrink_opening(n: &mut Narrator, s: &Shrink) {
+pub fn shrink_opening(n: &mut Narrator, topic: &str, to: i32) {
     let about = format!(
-        "Can the operator undo the increase? An admin CreatePartitions asking {} for {} partitions.",
-        s.topic, s.to
+        "Can the operator undo the increase? An admin CreatePartitions asking {topic} for {to} partitions."
     );
     n.phase(Phase {
         title: "Shrinking back",

@@ -33,6 +33,7 @@ use super::journal::Clock;
 use super::payments::Payment;
 use super::plan::{Kind, Plan, PARTITIONS};
 use super::scenario::{self, Outcome};
+use crate::deadline::{Deadline, Work};
 use crate::lab::LabError;
 use crate::target::{self, broker_error, Cluster};
 
@@ -202,13 +203,17 @@ pub async fn run(
     };
     // Every member has left, so no transaction is open: the last stable offset is the end.
     stop.send_replace(true);
-    let limit = plan.timing.patience;
-    let read_committed = tokio::time::timeout(limit, tail).await.map_err(|_| {
-        LabError::Broker(format!(
-            "the read_committed consumer did not reach the end of {output} within {} s",
-            limit.as_secs()
-        ))
-    })??;
+    // What is left to read: at most every output record, a fetch per partition or two.
+    let reading = Deadline::start(
+        format!("the eos run's downstream read of {output}"),
+        Work {
+            round_trips: 2 * PARTITIONS as u64,
+            records: 2 * plan.payments.len() as u64,
+            ..Work::default()
+        },
+    );
+    let doing = format!("reading {output} with read_committed to its end");
+    let read_committed = reading.wait(&doing, tail).await?;
     let read_uncommitted = log_of(cluster, &output, clock).await?;
     Ok(Ok(EosOutcome {
         run,

@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::payments::{self, Payment};
+use crate::deadline::Work;
 use crate::lab::Target;
 
 /// `workshop rebalance`: a stalled consumer, a rebalance, and payments applied twice.
@@ -61,8 +62,6 @@ pub struct Timing {
     pub dedup_ttl: Duration,
     /// How long into the stall the lag table is read: the member is still in the group then.
     pub lag_snapshot: Duration,
-    /// The longest any step of a scenario may take before the lab gives up.
-    pub patience: Duration,
 }
 
 impl Timing {
@@ -79,7 +78,6 @@ impl Timing {
         fetch_max_wait: Duration::from_millis(500),
         dedup_ttl: Duration::from_secs(10),
         lag_snapshot: Duration::from_secs(5),
-        patience: Duration::from_secs(1800),
     };
 
     /// Against a cluster time is real: the broker's minimum session timeout (6 s), and every
@@ -94,7 +92,6 @@ impl Timing {
         fetch_max_wait: Duration::from_millis(100),
         dedup_ttl: Duration::from_millis(500),
         lag_snapshot: Duration::from_secs(1),
-        patience: Duration::from_secs(60),
     };
 }
 
@@ -269,6 +266,36 @@ impl Plan {
             .iter()
             .find(|s| s.kind == kind)
             .expect("the plan has one spec of each kind")
+    }
+
+    /// What the run of `spec` has to do, for its deadline (see [`crate::deadline`]): the
+    /// members joining one at a time, the payments produced and applied batch by batch, and the
+    /// incident with the timeouts it waits out.
+    pub fn work(&self, spec: &Spec) -> Work {
+        let t = &self.timing;
+        let payments = self.payments.len() as u64;
+        let batches = payments.div_ceil(spec.max_poll_records as u64);
+        let incident = match spec.incident {
+            // Polls stop until the poll interval has passed, then the stall itself, and the
+            // lag read into it.
+            Incident::Stall { duration, .. } => t.max_poll_interval + duration + t.lag_snapshot,
+            // Away, and for a dynamic member a session that has to expire.
+            Incident::Restart { downtime, .. } => downtime + t.session,
+        };
+        // In a transaction a batch also adds its partitions and offsets, commits its offsets
+        // and ends the transaction.
+        let per_batch = if spec.kind == Kind::Eos { 6 } else { 2 };
+        Work {
+            // The topic, each batch fetched and committed, the lag read twice (the group's
+            // offsets and the log ends).
+            round_trips: 1 + per_batch * batches + 4,
+            // Produced, then applied.
+            records: 2 * payments,
+            // Each member joining, the incident's two (out and back), and the members leaving.
+            rebalances: MEMBERS.len() as u64 + 3,
+            // Every payment applied one after another, as if by one member, and the incident.
+            waits: t.processing * u32::try_from(payments).unwrap_or(u32::MAX) + incident,
+        }
     }
 }
 

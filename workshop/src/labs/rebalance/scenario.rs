@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -27,6 +26,7 @@ use super::ledger::Stores;
 use super::member::{self, Control, Setup};
 use super::payments;
 use super::plan::{Incident, Plan, Spec, MEMBERS, PARTITIONS};
+use crate::deadline::Deadline;
 use crate::lab::LabError;
 use crate::report::LagRow;
 use crate::target::{broker_error, Cluster};
@@ -77,7 +77,12 @@ async fn drive(
     transactional: Option<&Transactional>,
 ) -> Result<Outcome, LabError> {
     let timing = &plan.timing;
-    let patience = timing.patience;
+    // The whole run under one deadline, from its work: against a cluster too slow for it, the
+    // lab ends with a line naming the run and what it was waiting for.
+    let deadline = Deadline::start(
+        format!("the {} run (group {})", spec.kind.key(), journal.group),
+        plan.work(spec),
+    );
     let stores = Arc::new(Stores::new(PARTITIONS, timing.dedup_ttl));
     let mut members = Members::new();
     for (i, &name) in MEMBERS.iter().enumerate() {
@@ -98,18 +103,24 @@ async fn drive(
         });
         let joined = &MEMBERS[..=i];
         let what = format!("{name} joining group {}", journal.group);
-        wait_until(journal, patience, &what, |j| formed(&j.views(), joined)).await?;
+        wait_until(journal, &deadline, &what, |j| formed(&j.views(), joined)).await?;
     }
 
     members.control.send_replace(Control::Hold);
-    wait_until(journal, patience, "the members stopping at the gate", |j| {
-        let views = j.views();
-        MEMBERS
-            .iter()
-            .all(|m| views.get(*m).is_some_and(|v| v.parked))
-    })
+    wait_until(
+        journal,
+        &deadline,
+        "the members stopping at the gate",
+        |j| {
+            let views = j.views();
+            MEMBERS
+                .iter()
+                .all(|m| views.get(*m).is_some_and(|v| v.parked))
+        },
+    )
     .await?;
-    let log_end = payments::produce(cluster.client(), &journal.topic, &plan.payments).await?;
+    let producing = payments::produce(cluster.client(), &journal.topic, &plan.payments);
+    let log_end = deadline.wait("producing the payments", producing).await?;
     journal.record(
         None,
         Event::ProcessingStarted {
@@ -122,7 +133,7 @@ async fn drive(
     let lag_during = match spec.incident {
         Incident::Stall { member, .. } => {
             let what = format!("{member}'s stall");
-            wait_until(journal, patience, &what, |j| {
+            wait_until(journal, &deadline, &what, |j| {
                 j.entries()
                     .iter()
                     .any(|e| matches!(e.event, Event::StallStarted { .. }))
@@ -130,7 +141,8 @@ async fn drive(
             .await?;
             // Into the stall, before the poll timeout: the member still owns its partitions.
             tokio::time::sleep(timing.lag_snapshot).await;
-            let mut rows = lag(cluster, &journal.group, &journal.topic).await?;
+            let reading = lag(cluster, &journal.group, &journal.topic);
+            let mut rows = deadline.wait("reading the group's lag", reading).await?;
             add_processed(&mut rows, &stores);
             rows
         }
@@ -141,11 +153,12 @@ async fn drive(
         "group {} applying and committing every payment, whole again",
         journal.group
     );
-    wait_until(journal, patience, &what, |j| settled(j, &log_end)).await?;
+    wait_until(journal, &deadline, &what, |j| settled(j, &log_end)).await?;
     journal.record(None, Event::Settled);
     let settled_ms = journal.clock().ms();
-    let lag_after = lag(cluster, &journal.group, &journal.topic).await?;
-    members.stop().await?;
+    let reading = lag(cluster, &journal.group, &journal.topic);
+    let lag_after = deadline.wait("reading the group's lag", reading).await?;
+    deadline.wait("the members leaving", members.stop()).await?;
     Ok(Outcome {
         spec: spec.clone(),
         topic: journal.topic.clone(),
@@ -198,10 +211,10 @@ impl Drop for Members {
 }
 
 /// Waits until `ready` holds for the journal, re-checking on every change; fails on a
-/// member's error, or after `limit`.
+/// member's error, or at the run's deadline, saying where each member was.
 async fn wait_until(
     journal: &Journal,
-    limit: Duration,
+    deadline: &Deadline,
     what: &str,
     ready: impl Fn(&Journal) -> bool,
 ) -> Result<(), LabError> {
@@ -222,14 +235,13 @@ async fn wait_until(
             }
         }
     };
-    match tokio::time::timeout(limit, wait).await {
-        Ok(result) => result,
-        Err(_) => Err(LabError::Broker(format!(
-            "{what} did not happen within {} s (members: {}); is the broker overloaded?",
-            limit.as_secs(),
+    let doing = || {
+        format!(
+            "waiting for {what} (members: {})",
             describe(&journal.views())
-        ))),
-    }
+        )
+    };
+    deadline.within(doing, wait).await
 }
 
 /// `members` share one generation and own every partition exactly once, none of them away.
@@ -283,6 +295,9 @@ fn describe(views: &BTreeMap<String, View>) -> String {
             )
         })
         .collect();
+    if list.is_empty() {
+        return "none has joined yet".to_string();
+    }
     list.join("; ")
 }
 
@@ -315,6 +330,34 @@ fn add_processed(rows: &mut [LagRow], stores: &Stores) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::Target;
+    use client::ApiKey;
+    use std::time::Duration;
+
+    /// A broker that answers every JoinGroup an hour late: the run ends at its deadline,
+    /// derived from its work and the timeouts its incident waits out, with one line naming the
+    /// run and where each member was (paused clock, as the lab runs on the embedded broker).
+    #[tokio::test(start_paused = true)]
+    async fn a_stuck_run_ends_at_its_deadline_and_says_where() {
+        let cluster = Cluster::slowed(ApiKey::JoinGroup, Duration::from_secs(3600)).await;
+        let plan = Plan::new(5, &Target::Embedded);
+        let started = tokio::time::Instant::now();
+        let spec = plan.spec(super::super::plan::Kind::Baseline);
+        let ran = run(&cluster, &plan, spec, &Journals::default(), Clock::start()).await;
+        let elapsed = started.elapsed();
+        cluster.close().await;
+        // 1200 payments of 150 ms, a 30 s poll interval, a 40 s stall, the lag 5 s into it.
+        crate::deadline::assert_too_slow(
+            ran,
+            elapsed,
+            Duration::from_millis(399_060),
+            "the baseline run (group billing) was too slow: not done within 6 min 39 s (29 round \
+             trips x 1 s + 2400 records x 25 µs + 7 rebalances x 15 s + 4 min 15 s of the \
+             scenario's own waits + 10 s); it was waiting for billing-1 joining group billing \
+             (members: none has joined yet). Is the broker overloaded or slowed down? A smaller \
+             run (fewer records) needs less time",
+        );
+    }
 
     fn view(generation: i32, partitions: &[i32]) -> View {
         View {

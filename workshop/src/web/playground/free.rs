@@ -258,7 +258,17 @@ impl Free {
                 self.partitions
             )));
         }
-        cluster.grow_topic(&self.topic, partitions).await?;
+        // CreatePartitions, and the metadata that shows it: no lab phase bounds the room's
+        // button, so it has a deadline of its own.
+        let work = crate::deadline::Work {
+            round_trips: 2,
+            ..crate::deadline::Work::default()
+        };
+        let deadline = crate::deadline::Deadline::start("adding partitions", work);
+        let growing = format!("growing {} to {partitions} partitions", self.topic);
+        deadline
+            .wait(&growing, cluster.grow_topic(&self.topic, partitions))
+            .await?;
         self.partitions = partitions;
         self.shared.lock().checker.layout(&self.topic, partitions);
         Ok(())

@@ -18,13 +18,20 @@ use serde::Serialize;
 
 use super::groups::GroupOffsets;
 use super::reader::PartitionReader;
+use crate::deadline::Work;
 use crate::lab::LabError;
-use crate::report::{thousands, Align, Checks, LagRow, Narrator, Phase, Summary, Table};
+use crate::report::{thousands, Align, Checks, LagRow, Narrator, Phase, Progress, Summary, Table};
 use crate::target::{self, broker_error, Cluster};
 use model::{Load, Run, StepRow, CAPACITY, PARTITIONS};
 
 /// How long a consumer's fetch waits for records it knows are there (they were acknowledged).
 const FETCH_WAIT: Duration = Duration::from_millis(100);
+/// Requests of one step, one after the other: the log ends and committed offsets before, the
+/// batch, the log ends after, a fetch and a commit per partition, the group's lag and its
+/// committed offsets after.
+const STEP_ROUND_TRIPS: u64 = 5 + 2 * PARTITIONS as u64 + 3;
+/// Starting a run: its topic, and the producer's metadata.
+const START_ROUND_TRIPS: u64 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Figures {
@@ -53,7 +60,13 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks
     for (i, run) in runs.iter().enumerate() {
         opening(n, i, run);
         let expected = model::predict(run);
-        let (rows, longest) = run_on_broker(cluster, i, run).await?;
+        let progress = n.progress(run.steps.len() as u64, "running the steps");
+        let deadline = n.deadline(work(run));
+        let ran = deadline
+            .run(&progress, run_on_broker(cluster, i, run, &progress))
+            .await;
+        progress.finish();
+        let (rows, longest) = ran?;
         n.answer();
         n.table(&steps_table(&rows));
         // The queue at its longest is worth the tool's own view: LAG is the queue.
@@ -118,12 +131,25 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks
     ))
 }
 
+/// What one run does on the broker, for its phase's deadline: every step's requests, and its
+/// batch produced and consumed.
+fn work(run: &Run) -> Work {
+    let steps = run.steps.len() as u64;
+    let records: usize = run.steps.iter().map(|load| load.keys().len()).sum();
+    Work {
+        round_trips: START_ROUND_TRIPS + steps * STEP_ROUND_TRIPS,
+        records: 2 * records as u64,
+        ..Work::default()
+    }
+}
+
 /// One run: a fresh topic and group, then its steps; with the group's lag at the step where a
 /// queue first reaches 12, if one does.
 async fn run_on_broker(
     cluster: &Cluster,
     index: usize,
     run: &Run,
+    progress: &Progress,
 ) -> Result<(Vec<StepRow>, Option<Vec<LagRow>>), LabError> {
     let mut on_broker = StepRun::start(cluster, &format!("hot-tenant-steps-{}", index + 1)).await?;
     let mut rows = Vec::new();
@@ -134,6 +160,7 @@ async fn run_on_broker(
             longest = Some(lag);
         }
         rows.push(row);
+        progress.inc();
     }
     on_broker.close().await;
     Ok((rows, longest))
@@ -382,5 +409,30 @@ fn summary(rows: &[StepRow]) -> Summary {
              keys, never one indivisible key."
                 .into(),
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use client::ApiKey;
+
+    /// A broker that answers every produce ten minutes late: the first run ends at its phase's
+    /// deadline, derived from its step's requests, with one line naming the phase and how far
+    /// it got (paused clock).
+    #[tokio::test(start_paused = true)]
+    async fn a_stuck_run_ends_at_its_deadline_and_says_where() {
+        let cluster = Cluster::slowed(ApiKey::Produce, Duration::from_secs(600)).await;
+        let started = tokio::time::Instant::now();
+        let ran = run(&cluster, &mut Narrator::new()).await;
+        crate::deadline::assert_too_slow(
+            ran,
+            started.elapsed(),
+            Duration::from_secs(26),
+            "phase 1 (A uniform batch) was too slow: not done within 26 s (16 round trips x 1 s \
+             + 24 records x 25 µs + 10 s); it was running the steps, 0 of 1 done. Is the broker \
+             overloaded or slowed down? A smaller run (fewer records) needs less time",
+        );
+        cluster.close().await;
     }
 }

@@ -31,8 +31,6 @@ use crate::lab::LabError;
 use crate::report::{thousands, LagRow, Narrator};
 use crate::target::{self, broker_error, Cluster};
 
-/// How long the members get to join and settle into one partition each.
-const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Counters of the hot-key detector: far more than the tenants that matter, far fewer than all.
 pub const DETECTOR_COUNTERS: usize = 64;
 
@@ -218,7 +216,8 @@ pub async fn run(
 
 /// The members, joined, each owning exactly one partition of `topic`. They poll side by side
 /// (a JoinGroup waits for every member to rejoin), until the group is stable: one generation,
-/// one partition each, every partition owned.
+/// one partition each, every partition owned. As long as that takes: the run's deadline bounds
+/// it, and dropping this aborts the members.
 async fn join(
     client: &Client,
     group: &str,
@@ -244,14 +243,11 @@ async fn join(
             Ok::<_, LabError>(member)
         });
     }
-    let deadline = Instant::now() + JOIN_TIMEOUT;
     while !stable(&seen.lock(), partitions) {
-        if Instant::now() > deadline || tasks.is_empty() {
-            tasks.abort_all();
-            return Err(LabError::Broker(format!(
-                "the {partitions} members of group {group} did not settle into one partition each \
-                 within {} s",
-                JOIN_TIMEOUT.as_secs()
+        if tasks.is_empty() {
+            return Err(LabError::Internal(format!(
+                "the {partitions} members of group {group} ended before settling into one \
+                 partition each"
             )));
         }
         match tasks.try_join_next() {
@@ -410,6 +406,48 @@ async fn produce(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use client::ApiKey;
+
+    /// A broker that answers every JoinGroup an hour late: the run ends at its deadline (its
+    /// million records, the group forming), not at a flat timeout of its own, with the run's
+    /// one line (paused clock).
+    #[tokio::test(start_paused = true)]
+    async fn a_group_that_never_forms_ends_the_run_at_its_deadline() {
+        let cluster = Cluster::slowed(ApiKey::JoinGroup, Duration::from_secs(3600)).await;
+        let plan = Timed {
+            partitions: 2,
+            tenants: 4,
+            hot_tenant: 1,
+            records: 1_000_000,
+            rate: 1_000_000,
+            consumer_rate: 10,
+            salt: 2,
+            top: 3,
+        };
+        let spec = RunSpec {
+            base: "orders-by-tenant",
+            plan,
+            mix: Mix {
+                tenants: 4,
+                hot_tenant: 1,
+                salt: None,
+            },
+            seed: 5,
+            detect: false,
+        };
+        let started = tokio::time::Instant::now();
+        let ran = run(&cluster, &Narrator::new(), spec).await;
+        crate::deadline::assert_too_slow(
+            ran.map(|_| ()),
+            started.elapsed(),
+            Duration::from_secs(94),
+            "the run on `orders-by-tenant` was too slow: not done within 94 s (3 round trips x 1 \
+             s + 2000000 records x 25 µs + 2 rebalances x 15 s + 1 s of the scenario's own waits \
+             + 10 s); it was creating its topic and forming its group. Is the broker overloaded \
+             or slowed down? A smaller run (fewer records) needs less time",
+        );
+        cluster.close().await;
+    }
 
     #[test]
     fn stable_means_one_generation_and_one_partition_each() {

@@ -42,15 +42,33 @@ pub trait Backend {
     fn routing_log(&mut self) -> Result<Vec<(u64, RoutingRecord)>, LabError>;
 }
 
-/// The logs in memory.
+/// The logs in memory. They count what was asked of them, so a run rehearsed here tells what
+/// the same run asks of Kafka: the same code makes the same calls.
 #[derive(Debug, Default)]
 pub struct Memory {
     changelogs: BTreeMap<ShardId, Vec<Change>>,
     routing: Vec<RoutingRecord>,
+    tally: Tally,
+}
+
+/// What a run asked of its logs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Calls that wait for the logs' answer (every call but an append, which may be sent later).
+    pub calls: u64,
+    /// Records appended, and records read back.
+    pub records: u64,
+}
+
+impl Memory {
+    pub fn tally(&self) -> Tally {
+        self.tally
+    }
 }
 
 impl Backend for Memory {
     fn append(&mut self, shard: ShardId, offset: u64, change: &Change) -> Result<(), LabError> {
+        self.tally.records += 1;
         let log = self.changelogs.entry(shard).or_default();
         if offset != log.len() as u64 {
             return Err(LabError::Internal(format!(
@@ -63,6 +81,7 @@ impl Backend for Memory {
     }
 
     fn end_offset(&mut self, shard: ShardId) -> Result<u64, LabError> {
+        self.tally.calls += 1;
         Ok(self
             .changelogs
             .get(&shard)
@@ -73,19 +92,25 @@ impl Backend for Memory {
         let log = self.changelogs.get(&shard).map_or(&[][..], Vec::as_slice);
         let end = (to as usize).min(log.len());
         let start = (from as usize).min(end);
+        self.tally.calls += 1;
+        self.tally.records += (end - start) as u64;
         Ok((start..end).map(|i| (i as u64, log[i].clone())).collect())
     }
 
     fn publish(&mut self, record: &RoutingRecord) -> Result<(), LabError> {
+        self.tally.calls += 1;
         self.routing.push(record.clone());
         Ok(())
     }
 
     fn routing_log(&mut self) -> Result<Vec<(u64, RoutingRecord)>, LabError> {
+        self.tally.calls += 1;
+        self.tally.records += self.routing.len() as u64;
         Ok((0..).zip(self.routing.iter().cloned()).collect())
     }
 
     fn routing(&mut self, _reader: Reader) -> Result<RoutingState, LabError> {
+        self.tally.calls += 1;
         let mut state = RoutingState::default();
         for record in &self.routing {
             state.apply(record.clone());

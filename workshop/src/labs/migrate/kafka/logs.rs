@@ -23,8 +23,8 @@ use crate::labs::migrate::engine::routing::{RoutingRecord, RoutingState};
 use crate::labs::migrate::engine::store::Change;
 use crate::target::{self, broker_error};
 
-/// How long one call to the cluster may take before the lab gives up on it.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+use super::Limit;
+
 /// Appends are sent in batches of at most this many records.
 const MAX_UNSENT: usize = 500;
 
@@ -43,6 +43,8 @@ struct RoutingReader {
 
 pub struct KafkaLogs<'r> {
     rt: &'r Runtime,
+    /// Every call runs within the deadline of the run's phase.
+    limit: Limit<'r>,
     client: Client,
     admin: Admin,
     producer: Producer,
@@ -54,7 +56,12 @@ pub struct KafkaLogs<'r> {
 }
 
 impl<'r> KafkaLogs<'r> {
-    pub fn new(rt: &'r Runtime, client: Client, topics: Topics) -> Result<Self, LabError> {
+    pub fn new(
+        rt: &'r Runtime,
+        client: Client,
+        topics: Topics,
+        limit: Limit<'r>,
+    ) -> Result<Self, LabError> {
         let config = ProducerConfig {
             linger: Duration::from_millis(1),
             ..target::producer_config()
@@ -65,6 +72,7 @@ impl<'r> KafkaLogs<'r> {
             .map_err(|e| broker_error("starting the shards' producer", &e))?;
         Ok(KafkaLogs {
             rt,
+            limit,
             admin: Admin::new(client.clone()),
             client,
             producer,
@@ -127,14 +135,7 @@ impl<'r> KafkaLogs<'r> {
     }
 
     fn call<T>(&self, what: &str, work: impl Future<Output = T>) -> Result<T, LabError> {
-        self.rt
-            .block_on(async { tokio::time::timeout(CALL_TIMEOUT, work).await })
-            .map_err(|_| {
-                LabError::Broker(format!(
-                    "{what} did not finish within {} s; is the broker overloaded?",
-                    CALL_TIMEOUT.as_secs()
-                ))
-            })
+        self.limit.block_on(self.rt, what, async { Ok(work.await) })
     }
 
     fn consumer(&self, topic: &str) -> Consumer {

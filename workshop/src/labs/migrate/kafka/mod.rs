@@ -5,6 +5,7 @@ pub mod logs;
 pub mod service;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use client::ClientConfig;
 use tokio::runtime::Runtime;
@@ -14,13 +15,45 @@ use super::engine::world::World;
 use super::plan::Plan;
 use super::scenario::{self, Run, Scenario, COMMAND_PARTITIONS};
 use super::traffic::Traffic;
+use crate::deadline::{Deadline, Work};
 use crate::lab::LabError;
+use crate::report::Progress;
 use crate::target::Cluster;
 use logs::{KafkaLogs, Topics};
 use service::{Placed, Service};
 
 /// The Kafka topic config that makes the routing topic keep the latest record per key.
 pub const COMPACT: (&str, &str) = ("cleanup.policy", "compact");
+
+/// Requests of a run besides its logs' and its commands': creating its five topics, connecting
+/// each service instance, the group's lag at the end.
+const RUN_ROUND_TRIPS: u64 = 5 + 2 * COMMAND_PARTITIONS as u64 + 2;
+/// Requests per call to the logs: an end offset may first send what was appended, a read may
+/// take more than one fetch.
+const ROUND_TRIPS_PER_CALL: u64 = 2;
+
+/// The deadline of the phase a run belongs to, and how far its traffic got: every wait of the
+/// run on the cluster is bounded by it, and a run too slow says where it was.
+#[derive(Clone, Copy)]
+pub struct Limit<'p> {
+    pub deadline: &'p Deadline,
+    /// Lab milliseconds of traffic, one per millisecond the feed has reached.
+    pub progress: &'p Progress,
+}
+
+impl Limit<'_> {
+    /// Runs `work` on `rt` (the engine is synchronous) until the deadline; past it, the phase's
+    /// line says the run was `what`, and at which lab millisecond.
+    pub fn block_on<T>(
+        &self,
+        rt: &Runtime,
+        what: &str,
+        work: impl Future<Output = Result<T, LabError>>,
+    ) -> Result<T, LabError> {
+        let doing = || format!("{what} ({})", self.progress.status());
+        rt.block_on(self.deadline.within(doing, work))
+    }
+}
 
 /// A traffic's commands, written once to their topic.
 pub struct Commands<'t> {
@@ -31,20 +64,23 @@ pub struct Commands<'t> {
 }
 
 impl<'t> Commands<'t> {
-    /// Creates topic `base` (one partition per service instance) and writes the traffic to it.
+    /// Creates topic `base` (one partition per service instance) and writes the traffic to it,
+    /// within `deadline`.
     pub fn produce(
         rt: &Runtime,
         cluster: &Cluster,
         base: &str,
         traffic: &'t Traffic,
         faults: Vec<CommandId>,
+        deadline: &Deadline,
     ) -> Result<Self, LabError> {
-        let topic = rt.block_on(cluster.create_topic(base, COMMAND_PARTITIONS))?;
-        let placed = rt.block_on(service::produce(
-            cluster.client(),
-            &topic,
-            &traffic.commands,
-        ))?;
+        let writing = async {
+            let topic = cluster.create_topic(base, COMMAND_PARTITIONS).await?;
+            let placed = service::produce(cluster.client(), &topic, &traffic.commands).await?;
+            Ok((topic, placed))
+        };
+        let (topic, placed) =
+            rt.block_on(deadline.wait(&format!("writing the commands to {base}"), writing))?;
         Ok(Commands {
             topic,
             traffic,
@@ -52,33 +88,55 @@ impl<'t> Commands<'t> {
             placed,
         })
     }
+
+    /// What writing the commands takes: creating the topic, and the records in bulk.
+    pub fn work(traffic: &Traffic) -> Work {
+        Work {
+            round_trips: 2,
+            records: traffic.commands.len() as u64,
+            ..Work::default()
+        }
+    }
 }
 
-/// Runs `scenario` on its own changelogs, routing topic and consumer group.
+/// What running `scenario` on Kafka takes, for its phase's deadline: the run rehearsed in
+/// memory tells every call it makes to its logs; besides, its topics, the group forming, and
+/// every command fetched.
+pub fn work(plan: &Plan, scenario: Scenario, commands: &Commands<'_>) -> Result<Work, LabError> {
+    let (_, tally) = scenario::rehearse(scenario, plan, commands.traffic, &commands.faults)?;
+    Ok(Work {
+        round_trips: RUN_ROUND_TRIPS + ROUND_TRIPS_PER_CALL * tally.calls,
+        records: tally.records + commands.traffic.commands.len() as u64,
+        rebalances: 1,
+        ..Work::default()
+    })
+}
+
+/// Runs `scenario` on its own changelogs, routing topic and consumer group, within `limit`.
 pub fn run(
     rt: &Runtime,
     cluster: &Cluster,
     plan: &Plan,
     scenario: Scenario,
     commands: &Commands<'_>,
+    limit: Limit<'_>,
 ) -> Result<Run, LabError> {
     let name = scenario.name();
-    let mut changelogs = BTreeMap::new();
-    for id in ShardId::ALL {
-        let topic =
-            rt.block_on(cluster.create_topic(&format!("migrate.{name}.changelog-{id}"), 1))?;
-        changelogs.insert(id, topic);
-    }
-    let routing =
-        rt.block_on(cluster.create_topic_with(&format!("migrate.{name}.routing"), 1, &[COMPACT]))?;
-    let logs = KafkaLogs::new(
-        rt,
-        cluster.client().clone(),
-        Topics {
+    let creating = async {
+        let mut changelogs = BTreeMap::new();
+        for id in ShardId::ALL {
+            let base = format!("migrate.{name}.changelog-{id}");
+            changelogs.insert(id, cluster.create_topic(&base, 1).await?);
+        }
+        let base = format!("migrate.{name}.routing");
+        let routing = cluster.create_topic_with(&base, 1, &[COMPACT]).await?;
+        Ok(Topics {
             changelogs,
             routing,
-        },
-    )?;
+        })
+    };
+    let topics = limit.block_on(rt, "creating the run's topics", creating)?;
+    let logs = KafkaLogs::new(rt, cluster.client().clone(), topics, limit)?;
     let mut world = World::new(
         logs,
         scenario.settings(plan),
@@ -104,11 +162,13 @@ pub fn run(
         COMMAND_PARTITIONS as usize,
         commands.placed.clone(),
         arrival,
+        limit,
     )?;
     let outcome = scenario::run(&mut world, scenario, plan, commands.traffic, &mut service);
     service.leave();
     let mut run = outcome?;
-    run.commands_lag = Some(rt.block_on(lag(cluster, &group, &commands.topic))?);
+    let lag = lag(cluster, &group, &commands.topic);
+    run.commands_lag = Some(limit.block_on(rt, "reading the group's lag", lag)?);
     Ok(run)
 }
 
@@ -182,10 +242,26 @@ mod tests {
                 "test",
             ))
             .unwrap();
+        let n = crate::report::Narrator::new();
         let on_kafka = (|| {
-            let users = Commands::produce(&rt, &cluster, "profile-commands", &profiles, vec![])?;
-            let orders =
-                Commands::produce(&rt, &cluster, "tenant-commands", &tenant, faults.clone())?;
+            let writing = Commands::work(&profiles) + Commands::work(&tenant);
+            let deadline = Deadline::start("writing", writing);
+            let users = Commands::produce(
+                &rt,
+                &cluster,
+                "profile-commands",
+                &profiles,
+                vec![],
+                &deadline,
+            )?;
+            let orders = Commands::produce(
+                &rt,
+                &cluster,
+                "tenant-commands",
+                &tenant,
+                faults.clone(),
+                &deadline,
+            )?;
             let mut runs = Vec::new();
             for scenario in [
                 Scenario::Failure,
@@ -197,7 +273,17 @@ mod tests {
                 } else {
                     &users
                 };
-                runs.push((scenario, run(&rt, &cluster, &plan, scenario, commands)?));
+                // Each within the deadline its work gives.
+                let deadline = Deadline::start("a run", work(&plan, scenario, commands)?);
+                let progress = n.progress(commands.traffic.duration, "lab ms");
+                let limit = Limit {
+                    deadline: &deadline,
+                    progress: &progress,
+                };
+                runs.push((
+                    scenario,
+                    run(&rt, &cluster, &plan, scenario, commands, limit)?,
+                ));
             }
             Ok::<_, LabError>(runs)
         })();

@@ -26,8 +26,8 @@ use crate::labs::migrate::engine::store::{Command, Op};
 use crate::labs::migrate::scenario::Feed;
 use crate::target::{self, broker_error};
 
-/// How long the lab waits for the group to form, or for a member to fetch what it needs.
-const WAIT: Duration = Duration::from_secs(60);
+use super::Limit;
+
 /// Members learn of rebalances from heartbeats: often, so the group forms quickly.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -113,6 +113,9 @@ enum Order {
 /// The service's consumer group, feeding a run its commands.
 pub struct Service<'r> {
     rt: &'r Runtime,
+    /// Every wait runs within the deadline of the run's phase, and the feed's lab time is its
+    /// progress.
+    limit: Limit<'r>,
     topic: String,
     group: String,
     shared: Arc<Mutex<Shared>>,
@@ -129,6 +132,7 @@ impl<'r> Service<'r> {
     /// Starts `members` members of `group` on `topic` and waits until each owns one
     /// partition. `placed` is where the traffic's commands were written; `arrival` when
     /// each arrives.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         rt: &'r Runtime,
         config: &ClientConfig,
@@ -137,6 +141,7 @@ impl<'r> Service<'r> {
         members: usize,
         placed: Placed,
         arrival: BTreeMap<CommandId, LabTime>,
+        limit: Limit<'r>,
     ) -> Result<Self, LabError> {
         let shared = Arc::new(Mutex::new(Shared {
             owned: vec![(Vec::new(), -1); members],
@@ -150,9 +155,12 @@ impl<'r> Service<'r> {
         for i in 0..members {
             let mut member = config.clone();
             member.client_id = format!("{}-{}", config.client_id, i + 1);
-            let client = rt
-                .block_on(Client::connect(member))
-                .map_err(|e| broker_error("connecting a service instance", &e))?;
+            let connecting = async {
+                Client::connect(member)
+                    .await
+                    .map_err(|e| broker_error("connecting a service instance", &e))
+            };
+            let client = limit.block_on(rt, "connecting a service instance", connecting)?;
             let mut consumer = GroupConsumer::new(client, group_config(group))
                 .map_err(|e| broker_error("creating a group member", &e))?;
             consumer
@@ -165,6 +173,7 @@ impl<'r> Service<'r> {
         }
         let service = Service {
             rt,
+            limit,
             topic: topic.to_string(),
             group: group.to_string(),
             shared,
@@ -197,13 +206,15 @@ impl<'r> Service<'r> {
         }
     }
 
+    /// Waits until `ready` finds what it looks for, re-checking whenever a member reports;
+    /// fails when a member stopped, or at the phase's deadline.
     fn wait<T>(
         &self,
         what: &str,
         mut ready: impl FnMut(&mut Shared) -> Option<T>,
     ) -> Result<T, LabError> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        self.rt.block_on(async {
+        let doing = format!("waiting for group {} {what} on {}", self.group, self.topic);
+        self.limit.block_on(self.rt, &doing, async {
             loop {
                 let changed = self.changed.notified();
                 tokio::pin!(changed);
@@ -220,14 +231,7 @@ impl<'r> Service<'r> {
                         return Ok(found);
                     }
                 }
-                if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                    return Err(LabError::Broker(format!(
-                        "group {} {what} on {} did not happen within {} s",
-                        self.group,
-                        self.topic,
-                        WAIT.as_secs()
-                    )));
-                }
+                changed.await;
             }
         })
     }
@@ -235,6 +239,7 @@ impl<'r> Service<'r> {
 
 impl Feed for Service<'_> {
     fn due(&mut self, now: LabTime) -> Result<Vec<(Command, Option<Source>)>, LabError> {
+        self.limit.progress.inc();
         let mut due = Vec::new();
         while let Some(&(id, source)) = self.placed.get(self.next) {
             if self.arrival.get(&id).is_some_and(|at| *at > now) {
