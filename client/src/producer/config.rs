@@ -80,9 +80,11 @@ pub struct ProducerConfig {
     /// keep their order. Forces `acks` to all. Off by default here (Kafka 3.0+ turns it on), so
     /// that the labs can show what it changes.
     pub enable_idempotence: bool,
-    /// Kafka's `transactional.id`, used only for fencing (no transactions are opened): instances
-    /// sharing it share a producer id, each start bumps the epoch, and an older instance's
-    /// batches are refused from then on. Needs `enable_idempotence`.
+    /// Kafka's `transactional.id`: instances sharing it share a producer id, each start bumps
+    /// the epoch, and an older instance's batches are refused from then on. It also lets the
+    /// producer open transactions
+    /// ([`Producer::begin_transaction`](crate::Producer::begin_transaction)); outside one, its
+    /// sends are delivered as an idempotent producer's. Needs `enable_idempotence`.
     pub transactional_id: Option<String>,
     /// Batches of one partition in flight at once with idempotence, 1 to 5 (Kafka's
     /// `max.in.flight.requests.per.connection`). Without idempotence one batch per partition is
