@@ -343,7 +343,15 @@ mod tests {
         let plan = Plan::new(5, &Target::Embedded);
         let started = tokio::time::Instant::now();
         let spec = plan.spec(super::super::plan::Kind::Baseline);
-        let ran = run(&cluster, &plan, spec, &Journals::default(), Clock::start()).await;
+        let ran = run(
+            &cluster,
+            &plan,
+            spec,
+            &Journals::default(),
+            Clock::start(),
+            None,
+        )
+        .await;
         let elapsed = started.elapsed();
         cluster.close().await;
         // 1200 payments of 150 ms, a 30 s poll interval, a 40 s stall, the lag 5 s into it.
