@@ -83,19 +83,39 @@ impl Cluster {
     /// client to the brokers (`workshop-<lab>`), which shows up in their logs.
     /// `stop` ends the phases early (see [`until_stopped`](Self::until_stopped)).
     pub async fn open(target: &Target, stop: &Stop, lab: &str) -> Result<Self, LabError> {
-        let (addr, embedded, run_id) = match target {
+        match target {
             Target::Embedded => {
-                let config = broker::BrokerConfig {
-                    listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-                    ..broker::BrokerConfig::default()
-                };
-                let broker = broker::Broker::start(config).await.map_err(|e| {
-                    LabError::Internal(format!("cannot start the embedded broker: {e}"))
-                })?;
-                (broker.addr().to_string(), Some(broker), None)
+                Self::start_embedded(broker::BrokerConfig::default(), stop, lab).await
             }
-            Target::Bootstrap(addr) => (addr.clone(), None, Some(run_id())),
+            Target::Bootstrap(addr) => {
+                Self::connect(addr.clone(), None, Some(run_id()), stop, lab).await
+            }
+        }
+    }
+
+    /// Starts the embedded broker with `config`, on a port of its own on loopback.
+    async fn start_embedded(
+        config: broker::BrokerConfig,
+        stop: &Stop,
+        lab: &str,
+    ) -> Result<Self, LabError> {
+        let config = broker::BrokerConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..config
         };
+        let broker = broker::Broker::start(config)
+            .await
+            .map_err(|e| LabError::Internal(format!("cannot start the embedded broker: {e}")))?;
+        Self::connect(broker.addr().to_string(), Some(broker), None, stop, lab).await
+    }
+
+    async fn connect(
+        addr: String,
+        embedded: Option<broker::Broker>,
+        run_id: Option<String>,
+        stop: &Stop,
+        lab: &str,
+    ) -> Result<Self, LabError> {
         let mut config = ClientConfig::new(&addr);
         config.client_id = format!("workshop-{lab}");
         let client = Client::connect(config)
@@ -480,6 +500,14 @@ impl Cluster {
 
 #[cfg(test)]
 impl Cluster {
+    /// For the labs' tests: the embedded broker with `config` (a log cleaner that runs often,
+    /// ...).
+    pub async fn configured(config: broker::BrokerConfig) -> Cluster {
+        Cluster::start_embedded(config, &Stop::never(), "test")
+            .await
+            .expect("the embedded broker starts")
+    }
+
     /// For the labs' tests: the embedded broker answering every `api` request `delay` late, a
     /// cluster too slow for a lab.
     pub async fn slowed(api: ApiKey, delay: Duration) -> Cluster {

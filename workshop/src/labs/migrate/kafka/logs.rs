@@ -1,7 +1,8 @@
 //! The engine's logs on Kafka: each shard's changelog is a topic of one partition (an offset
 //! there is where a snapshot starts), and the routing table is a topic created with
 //! `cleanup.policy=compact`, read to its end by each router, the latest record per key in force
-//! (our broker does not compact yet, which changes nothing for a reader that keeps the latest).
+//! (what the log cleaner leaves). The auditor reads every record: the topic keeps each one from
+//! the cleaner for as long as the run may last (`min.compaction.lag.ms`, see [`super::run`]).
 //!
 //! Public Kafka APIs only: Produce, Fetch, ListOffsets, through our client. The engine is
 //! synchronous, so each call runs on the lab's runtime with `block_on`, from the lab's thread.

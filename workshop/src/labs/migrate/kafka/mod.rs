@@ -24,6 +24,8 @@ use service::{Placed, Service};
 
 /// The Kafka topic config that makes the routing topic keep the latest record per key.
 pub const COMPACT: (&str, &str) = ("cleanup.policy", "compact");
+/// The Kafka topic config that keeps every record from compaction for at least so many ms.
+const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 
 /// Requests of a run besides its logs' and its commands': creating its five topics, connecting
 /// each service instance, the group's lag at the end.
@@ -128,8 +130,13 @@ pub fn run(
             let base = format!("migrate.{name}.changelog-{id}");
             changelogs.insert(id, cluster.create_topic(&base, 1).await?);
         }
+        // The routers need only the latest record per key, but the audit reads the whole
+        // trail at the end of the run: no record may be compacted away before the run is over,
+        // however late the log cleaner passes. The run is over by its phase's deadline.
+        let lag = limit.deadline.limit().as_millis().to_string();
+        let configs = [COMPACT, (MIN_COMPACTION_LAG_MS, lag.as_str())];
         let base = format!("migrate.{name}.routing");
-        let routing = cluster.create_topic_with(&base, 1, &[COMPACT]).await?;
+        let routing = cluster.create_topic_with(&base, 1, &configs).await?;
         Ok(Topics {
             changelogs,
             routing,
@@ -229,51 +236,32 @@ mod tests {
         )
     }
 
-    #[test]
-    fn on_kafka_a_run_decides_what_it_decides_in_memory() {
+    /// Runs `scenarios` of seed 5 on `cluster`, each within the deadline its work gives.
+    fn on_kafka(cluster: Cluster, rt: &Runtime, scenarios: &[Scenario]) -> Vec<(Scenario, Run)> {
         let plan = default_plan();
         let profiles = traffic::profiles(&plan, 5);
         let (tenant, faults) = traffic::tenant(&plan, 5);
-        let rt = crate::target::runtime().unwrap();
-        let cluster = rt
-            .block_on(Cluster::open(
-                &Target::Embedded,
-                &crate::stop::Stop::never(),
-                "test",
-            ))
-            .unwrap();
         let n = crate::report::Narrator::new();
-        let on_kafka = (|| {
+        let ran = (|| {
             let writing = Commands::work(&profiles) + Commands::work(&tenant);
             let deadline = Deadline::start("writing", writing);
             let users = Commands::produce(
-                &rt,
+                rt,
                 &cluster,
                 "profile-commands",
                 &profiles,
                 vec![],
                 &deadline,
             )?;
-            let orders = Commands::produce(
-                &rt,
-                &cluster,
-                "tenant-commands",
-                &tenant,
-                faults.clone(),
-                &deadline,
-            )?;
+            let orders =
+                Commands::produce(rt, &cluster, "tenant-commands", &tenant, faults, &deadline)?;
             let mut runs = Vec::new();
-            for scenario in [
-                Scenario::Failure,
-                Scenario::Rollback,
-                Scenario::DualWriteNaive,
-            ] {
+            for &scenario in scenarios {
                 let commands = if scenario.is_tenant() {
                     &orders
                 } else {
                     &users
                 };
-                // Each within the deadline its work gives.
                 let deadline = Deadline::start("a run", work(&plan, scenario, commands)?);
                 let progress = n.progress(commands.traffic.duration, "lab ms");
                 let limit = Limit {
@@ -282,13 +270,31 @@ mod tests {
                 };
                 runs.push((
                     scenario,
-                    run(&rt, &cluster, &plan, scenario, commands, limit)?,
+                    run(rt, &cluster, &plan, scenario, commands, limit)?,
                 ));
             }
             Ok::<_, LabError>(runs)
         })();
         rt.block_on(cluster.close());
-        for (scenario, on_kafka) in on_kafka.unwrap() {
+        ran.unwrap()
+    }
+
+    #[test]
+    fn on_kafka_a_run_decides_what_it_decides_in_memory() {
+        let rt = crate::target::runtime().unwrap();
+        let cluster = rt
+            .block_on(Cluster::open(
+                &Target::Embedded,
+                &crate::stop::Stop::never(),
+                "test",
+            ))
+            .unwrap();
+        let scenarios = [
+            Scenario::Failure,
+            Scenario::Rollback,
+            Scenario::DualWriteNaive,
+        ];
+        for (scenario, on_kafka) in on_kafka(cluster, &rt, &scenarios) {
             let in_memory = in_memory(scenario, 5);
             // The command sources differ (the topic's offsets against none); all else agrees.
             let strip = |mut run: Run| {
@@ -306,6 +312,35 @@ mod tests {
             assert_eq!(
                 decided(&strip(on_kafka)),
                 decided(&in_memory),
+                "{}",
+                scenario.name()
+            );
+        }
+    }
+
+    /// The broker's log cleaner may pass at any moment of a run (every 15 s by default, so a
+    /// run slowed by a loaded machine often sees one): here it passes every 10 ms. The routers
+    /// need only the latest record per key, but the audit reads the routing topic's whole trail
+    /// at the end (the interrupted record, the tenant's dual_write route, the count of records),
+    /// and finds every record the run wrote, as the same run in memory does.
+    #[test]
+    fn the_log_cleaner_leaves_the_audit_its_whole_routing_trail() {
+        let rt = crate::target::runtime().unwrap();
+        let config = broker::BrokerConfig {
+            log_cleaner_backoff: std::time::Duration::from_millis(10),
+            ..broker::BrokerConfig::default()
+        };
+        let cluster = rt.block_on(Cluster::configured(config));
+        let scenarios = [
+            Scenario::Protocol,
+            Scenario::Failure,
+            Scenario::DualWriteKeyed,
+        ];
+        for (scenario, on_kafka) in on_kafka(cluster, &rt, &scenarios) {
+            let in_memory = in_memory(scenario, 5);
+            assert_eq!(
+                on_kafka.routing_log,
+                in_memory.routing_log,
                 "{}",
                 scenario.name()
             );
