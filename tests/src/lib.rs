@@ -5,6 +5,7 @@
 //! test sees the broker's bytes as any Kafka client would.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::RequestHeader;
@@ -34,6 +35,21 @@ pub async fn start_broker(config: BrokerConfig) -> Broker {
     Broker::start(config)
         .await
         .expect("broker starts on a free port")
+}
+
+/// An empty data directory of its own for `test` (removed first if a former run left it).
+pub fn data_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("workshop-dd-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The default configuration with its data in `dir`.
+pub fn data_dir_config(dir: &Path) -> BrokerConfig {
+    BrokerConfig {
+        data_dir: Some(dir.to_path_buf()),
+        ..Default::default()
+    }
 }
 
 /// A broker with the default configuration.

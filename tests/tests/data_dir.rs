@@ -11,19 +11,6 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use tests::*;
 
-fn data_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("workshop-dd-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn config(dir: &Path) -> BrokerConfig {
-    BrokerConfig {
-        data_dir: Some(dir.to_path_buf()),
-        ..Default::default()
-    }
-}
-
 async fn init_producer(client: &mut RawClient) -> (i64, i16) {
     let init = client
         .call(
@@ -87,7 +74,7 @@ async fn a_new_producer_after_a_restart_gets_a_new_id_and_its_records_are_stored
     let dir = data_dir("producer-ids");
     let (first_id, first_cluster);
     {
-        let broker = start_broker(config(&dir)).await;
+        let broker = start_broker(data_dir_config(&dir)).await;
         let mut client = RawClient::connect(broker.addr()).await;
         assert_eq!(create_topic(&mut client, "orders", 1).await, 0);
         let (id, epoch) = init_producer(&mut client).await;
@@ -103,7 +90,7 @@ async fn a_new_producer_after_a_restart_gets_a_new_id_and_its_records_are_stored
         assert_eq!((p.error_code, p.base_offset), (0, 0));
         broker.shutdown().await;
     }
-    let broker = start_broker(config(&dir)).await;
+    let broker = start_broker(data_dir_config(&dir)).await;
     let mut client = RawClient::connect(broker.addr()).await;
     assert_eq!(cluster_id(&mut client).await, first_cluster);
     let (id, epoch) = init_producer(&mut client).await;
@@ -128,7 +115,7 @@ async fn a_new_producer_after_a_restart_gets_a_new_id_and_its_records_are_stored
 async fn a_topic_that_cannot_be_read_is_quarantined_and_the_others_are_served() {
     let dir = data_dir("quarantine");
     {
-        let broker = start_broker(config(&dir)).await;
+        let broker = start_broker(data_dir_config(&dir)).await;
         let mut client = RawClient::connect(broker.addr()).await;
         assert_eq!(create_topic(&mut client, "good", 1).await, 0);
         assert_eq!(create_topic(&mut client, "emptied", 2).await, 0);
@@ -140,7 +127,7 @@ async fn a_topic_that_cannot_be_read_is_quarantined_and_the_others_are_served() 
     std::fs::write(dir.join("emptied").join("topic.meta"), "").unwrap();
     // A folder with a topic's name and nothing in it.
     std::fs::create_dir_all(dir.join("bare")).unwrap();
-    let broker = start_broker(config(&dir)).await;
+    let broker = start_broker(data_dir_config(&dir)).await;
     let mut client = RawClient::connect(broker.addr()).await;
     let names: Vec<String> = broker
         .state()
@@ -166,7 +153,7 @@ async fn a_topic_that_cannot_be_read_is_quarantined_and_the_others_are_served() 
 async fn a_missing_partition_quarantines_its_topic_instead_of_shrinking_it() {
     let dir = data_dir("missing-partition");
     {
-        let broker = start_broker(config(&dir)).await;
+        let broker = start_broker(data_dir_config(&dir)).await;
         let mut client = RawClient::connect(broker.addr()).await;
         assert_eq!(create_topic(&mut client, "orders", 3).await, 0);
         for partition in 0..3 {
@@ -184,7 +171,7 @@ async fn a_missing_partition_quarantines_its_topic_instead_of_shrinking_it() {
         .flat_map(|p| partition_files(&topic_dir, *p))
         .map(|f| std::fs::metadata(f).unwrap().len())
         .collect();
-    let broker = start_broker(config(&dir)).await;
+    let broker = start_broker(data_dir_config(&dir)).await;
     assert!(
         broker.state().topics.get("orders").is_none(),
         "a topic missing a partition is not served with fewer partitions"
@@ -216,7 +203,7 @@ async fn a_corrupt_batch_in_the_middle_is_skipped_and_the_file_kept() {
         })
         .collect();
     {
-        let broker = start_broker(config(&dir)).await;
+        let broker = start_broker(data_dir_config(&dir)).await;
         let mut client = RawClient::connect(broker.addr()).await;
         assert_eq!(create_topic(&mut client, "orders", 1).await, 0);
         for (i, b) in batches.iter().enumerate() {
@@ -234,7 +221,7 @@ async fn a_corrupt_batch_in_the_middle_is_skipped_and_the_file_kept() {
     content[second_end - 2] ^= 0x10;
     std::fs::write(&files[0], &content).unwrap();
 
-    let broker = start_broker(config(&dir)).await;
+    let broker = start_broker(data_dir_config(&dir)).await;
     let mut client = RawClient::connect(broker.addr()).await;
     let got = read_values(&mut client, "orders", 0).await;
     let offsets: Vec<i64> = got.iter().map(|(o, _)| *o).collect();
@@ -272,7 +259,7 @@ async fn retention_bytes_deletes_whole_old_segments_on_disk() {
     };
     let start;
     {
-        let broker = start_broker(config(&dir)).await;
+        let broker = start_broker(data_dir_config(&dir)).await;
         let mut client = RawClient::connect(broker.addr()).await;
         let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
             .with_name(topic_name("logs"))
@@ -303,7 +290,7 @@ async fn retention_bytes_deletes_whole_old_segments_on_disk() {
         assert_eq!(partition_files(&topic_dir, 0).len(), 5);
         broker.shutdown().await;
     }
-    let broker = start_broker(config(&dir)).await;
+    let broker = start_broker(data_dir_config(&dir)).await;
     let mut client = RawClient::connect(broker.addr()).await;
     assert_eq!(list_offset(&mut client, "logs", 0, -2).await.2, start);
     assert_eq!(list_offset(&mut client, "logs", 0, -1).await.2, 100);

@@ -25,12 +25,6 @@ async fn read_all(client: &mut RawClient, partition: i32) -> Vec<(i64, Option<St
     )
 }
 
-fn data_dir(test: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("workshop-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
 #[tokio::test]
 async fn topics_and_records_survive_a_restart() {
     let dir = data_dir("restart");

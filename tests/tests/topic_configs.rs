@@ -414,12 +414,8 @@ async fn delete_records(client: &mut RawClient, topic: &str, offset: i64) -> (i1
 
 #[tokio::test]
 async fn delete_records_moves_the_log_start_and_survives_a_restart() {
-    let dir = std::env::temp_dir().join(format!("delete-records-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let config = BrokerConfig {
-        data_dir: Some(dir.clone()),
-        ..BrokerConfig::default()
-    };
+    let dir = data_dir("delete-records");
+    let config = data_dir_config(&dir);
     let broker = start_broker(config.clone()).await;
     let mut client = RawClient::connect(broker.addr()).await;
     assert_eq!(create_topic(&mut client, "log", 1).await, 0);
@@ -475,12 +471,8 @@ async fn delete_records_moves_the_log_start_and_survives_a_restart() {
 
 #[tokio::test]
 async fn a_compacted_topic_on_disk_is_read_cleaned_after_a_restart() {
-    let dir = std::env::temp_dir().join(format!("compacted-disk-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let config = BrokerConfig {
-        data_dir: Some(dir.clone()),
-        ..BrokerConfig::default()
-    };
+    let dir = data_dir("compacted-disk");
+    let config = data_dir_config(&dir);
     let broker = start_broker(config.clone()).await;
     let mut client = RawClient::connect(broker.addr()).await;
     // Segments of about two batches, so that the cleaner has closed segments to clean.
@@ -549,12 +541,8 @@ async fn metadata_lists_authorized_operations_when_asked() {
 
 #[tokio::test]
 async fn retention_ms_on_disk_deletes_whole_segments_and_a_restart_starts_after_them() {
-    let dir = std::env::temp_dir().join(format!("retention-ms-disk-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let config = BrokerConfig {
-        data_dir: Some(dir.clone()),
-        ..BrokerConfig::default()
-    };
+    let dir = data_dir("retention-ms-disk");
+    let config = data_dir_config(&dir);
     let broker = start_broker(config.clone()).await;
     let mut client = RawClient::connect(broker.addr()).await;
     // A segment rolls once it holds 100 bytes: one batch of one record (73 bytes) each.
