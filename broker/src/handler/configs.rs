@@ -231,21 +231,22 @@ pub fn alter(state: &BrokerState, request: AlterConfigsRequest) -> AlterConfigsR
         .resources
         .into_iter()
         .map(|resource| {
-            let outcome = (|| {
-                alterable(
-                    resource.resource_type,
-                    resource.configs.iter().map(|c| c.name.as_str()),
-                )?;
-                let mut configs = BTreeMap::new();
-                for c in &resource.configs {
-                    let value = c.value.as_ref().ok_or_else(|| null_value(&c.name))?;
-                    configs.insert(c.name.to_string(), value.to_string());
-                }
-                state
-                    .topics
-                    .alter_configs(&resource.resource_name, configs, request.validate_only)
-            })();
-            let (error_code, message) = answer(outcome);
+            let names = resource.configs.iter().map(|c| c.name.as_str());
+            let (error_code, message) = alter_one(
+                state,
+                &resource.resource_name,
+                resource.resource_type,
+                names,
+                request.validate_only,
+                || {
+                    let mut configs = BTreeMap::new();
+                    for c in &resource.configs {
+                        let value = c.value.as_ref().ok_or_else(|| null_value(&c.name))?;
+                        configs.insert(c.name.to_string(), value.to_string());
+                    }
+                    Ok(configs)
+                },
+            );
             AlterConfigsResourceResponse::default()
                 .with_error_code(error_code)
                 .with_error_message(message)
@@ -267,26 +268,27 @@ pub fn incremental_alter(
         .resources
         .into_iter()
         .map(|resource| {
-            let outcome = (|| {
-                alterable(
-                    resource.resource_type,
-                    resource.configs.iter().map(|c| c.name.as_str()),
-                )?;
-                let topic = state
-                    .topics
-                    .get(&resource.resource_name)
-                    .ok_or_else(TopicError::unknown_topic)?;
-                let mut configs = topic.configs();
-                for c in &resource.configs {
-                    let name = c.name.to_string();
-                    let value = c.value.as_ref().map(|v| v.to_string());
-                    apply(&mut configs, name, c.config_operation, value)?;
-                }
-                state
-                    .topics
-                    .alter_configs(&resource.resource_name, configs, request.validate_only)
-            })();
-            let (error_code, message) = answer(outcome);
+            let names = resource.configs.iter().map(|c| c.name.as_str());
+            let (error_code, message) = alter_one(
+                state,
+                &resource.resource_name,
+                resource.resource_type,
+                names,
+                request.validate_only,
+                || {
+                    let topic = state
+                        .topics
+                        .get(&resource.resource_name)
+                        .ok_or_else(TopicError::unknown_topic)?;
+                    let mut configs = topic.configs();
+                    for c in &resource.configs {
+                        let name = c.name.to_string();
+                        let value = c.value.as_ref().map(|v| v.to_string());
+                        apply(&mut configs, name, c.config_operation, value)?;
+                    }
+                    Ok(configs)
+                },
+            );
             AlterConfigsResourceResponse::default()
                 .with_error_code(error_code)
                 .with_error_message(message)
@@ -295,6 +297,23 @@ pub fn incremental_alter(
         })
         .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// One resource of AlterConfigs or IncrementalAlterConfigs: its config names checked, its new
+/// configs built by `configs`, then stored (or, with `validate_only`, only validated); the
+/// error code and message of its answer.
+fn alter_one<'a>(
+    state: &BrokerState,
+    topic: &str,
+    resource_type: i8,
+    names: impl Iterator<Item = &'a str>,
+    validate_only: bool,
+    configs: impl FnOnce() -> Result<BTreeMap<String, String>, TopicError>,
+) -> (i16, Option<StrBytes>) {
+    answer((|| {
+        alterable(resource_type, names)?;
+        state.topics.alter_configs(topic, configs()?, validate_only)
+    })())
 }
 
 /// One operation of IncrementalAlterConfigs on a topic's configs.
