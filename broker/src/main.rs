@@ -62,7 +62,7 @@ struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = broker::topics::DEFAULT_SEGMENT_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     log_segment_bytes: u64,
-    // Limits on what one request or one slow peer can hold (README: "Limits").
+    // Limits on what one request or one slow peer can hold (docs/broker.md: "Limits").
     /// The most one batch's records may decompress to; a produce past it gets MESSAGE_TOO_LARGE.
     #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().max_uncompressed_batch_bytes)]
     max_uncompressed_batch_bytes: usize,

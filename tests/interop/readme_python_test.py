@@ -1,4 +1,4 @@
-"""The README's Python example ("Testing your service against this broker"), run by run.sh.
+"""The Python example of docs/testing.md ("Testing your service against this broker"), run by run.sh.
 
 A test starts its own broker on a free port, produces with any client (kafka-python here), lets
 the service under test consume, then asks `client` whether the group caught up, what its lag is
@@ -57,4 +57,4 @@ def test_every_order_gets_a_receipt_in_order():
 
 if __name__ == "__main__":
     test_every_order_gets_a_receipt_in_order()
-    print("ok readme-python: the README's Python test passed")
+    print("ok readme-python: the Python example of docs/testing.md passed")

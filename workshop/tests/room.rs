@@ -454,7 +454,7 @@ fn hot_tenant_models_fit_a_projector_too() {
     }
 }
 
-/// Every README block that looks like output names its command, and is checked: the labs' by
+/// Every block of the README and the docs that looks like output names its command, and is checked: the labs' by
 /// the tests above (each lab's default run), the client's here.
 #[test]
 fn every_output_block_of_the_readme_is_checked_against_its_command() {
@@ -477,7 +477,7 @@ fn every_output_block_of_the_readme_is_checked_against_its_command() {
         let argv: Vec<&str> = command.split_whitespace().collect();
         let (program, args) = match argv.split_first() {
             Some((&"client", args)) => (support::workspace_binary("client"), args),
-            _ => panic!("README.md: no test runs `{command}`"),
+            _ => panic!("README.md or docs/: no test runs `{command}`"),
         };
         let out = Command::new(program).args(args).output().unwrap();
         assert!(out.status.success(), "{command}: {out:?}");

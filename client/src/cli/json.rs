@@ -1,5 +1,5 @@
 //! `--format json`: one JSON document per command (per refresh with `--watch`), on one line, with
-//! the fields the README documents (its `--format json` table, in "Testing your service against
+//! the fields docs/testing.md documents (its `--format json` table, in "Testing your service against
 //! this broker"). Built here from the library's types, so the documents stay as documented when
 //! those types grow.
 

@@ -1,4 +1,5 @@
-//! README.md's output blocks, checked against what their commands print.
+//! The output blocks of README.md and of every page under docs/, checked against what their
+//! commands print.
 //!
 //! A fenced block without a language that shows output is preceded by a marker line,
 //! `<!-- output of: COMMAND -->`, naming the command that prints it. [`assert_blocks_of`] takes
@@ -7,12 +8,36 @@
 //! Values the wall clock decides are masked on both sides (`123 ns`, `(8.3 s on this machine)`,
 //! and member ids' UUIDs), and runs of spaces count as one. Blocks are found by `room.rs`, which runs each lab once anyway.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Every output block of the README: (command, its lines).
+/// Every output block of the README and the docs: (command, its lines).
 pub fn blocks() -> Vec<(String, Vec<String>)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let text = std::fs::read_to_string(&path).expect("README.md is readable");
+    pages().iter().flat_map(|page| blocks_of(page)).collect()
+}
+
+/// README.md and every Markdown page under docs/, sorted so failures read the same each run.
+fn pages() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut pages = vec![root.join("README.md")];
+    let mut folders = vec![root.join("docs")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("docs/ is readable") {
+            let path = entry.expect("a docs/ entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    pages[1..].sort();
+    pages
+}
+
+/// The output blocks of one page.
+fn blocks_of(path: &Path) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(path).expect("a docs page is readable");
+    let name = path.display();
     enum Block {
         /// Code (a fence with a language): not output.
         Code,
@@ -29,7 +54,7 @@ pub fn blocks() -> Vec<(String, Vec<String>)> {
                 if let Some(Block::Output(command, lines)) = open.take() {
                     let command = command.unwrap_or_else(|| {
                         panic!(
-                            "README.md: a block that looks like output names no command \
+                            "{name}: a block that looks like output names no command \
                              (`<!-- output of: COMMAND -->` before it):\n{}",
                             lines.join("\n")
                         )
@@ -54,7 +79,7 @@ pub fn blocks() -> Vec<(String, Vec<String>)> {
             }
         }
     }
-    assert!(open.is_none(), "README.md ends inside a block");
+    assert!(open.is_none(), "{name} ends inside a block");
     blocks
 }
 
@@ -121,8 +146,8 @@ fn mask_uuids(line: &str) -> String {
     out
 }
 
-/// Checks every README block marked as the output of `command` against `output`; returns how
-/// many blocks it checked.
+/// Checks every block of the README and the docs marked as the output of `command` against
+/// `output`; returns how many blocks it checked.
 pub fn assert_blocks_of(command: &str, output: &str) -> usize {
     let printed: Vec<String> = output.lines().map(masked).collect();
     let mut checked = 0;
@@ -133,7 +158,7 @@ pub fn assert_blocks_of(command: &str, output: &str) -> usize {
             match printed[at..].iter().position(|p| *p == want) {
                 Some(found) => at += found + 1,
                 None => panic!(
-                    "README.md: `{command}` does not print this line (or not in this order):\n  \
+                    "README.md or docs/: `{command}` does not print this line (or not in this order):\n  \
                      {line}\nwhat it printed:\n{output}"
                 ),
             }
