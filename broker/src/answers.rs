@@ -7,29 +7,18 @@
 //! is written, so nothing but a produce ever overtakes the answer to an earlier request.
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 
 use kafka_protocol::messages::ApiKey;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use crate::handler::Reply;
+use crate::handler::{Deferred, Reply};
 use crate::state::BrokerState;
 
 /// Requests read ahead of their answers at most: the five a producer keeps in flight, with room.
 pub const MAX_QUEUED: usize = 16;
-
-/// An answer that is only known later (after a sync).
-pub struct Deferred(pub Pin<Box<dyn Future<Output = Reply> + Send>>);
-
-impl std::fmt::Debug for Deferred {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Deferred")
-    }
-}
 
 enum Answer {
     Known(Reply, Option<ApiKey>),

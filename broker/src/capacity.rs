@@ -1,21 +1,19 @@
 //! How many partitions the broker holds, and the topic changes that must stay within it.
 //!
-//! Every way a partition comes into being goes through here: CreateTopics, CreatePartitions and
-//! auto-creation reserve their partitions before the topic registry creates them, and give them
+//! Every way a partition comes into being reserves here first: CreateTopics, CreatePartitions and
+//! auto-creation (through [`crate::state::BrokerState`]) reserve their partitions before the
+//! topic registry creates them, and give them
 //! back when the creation fails or the topic is deleted. A partition costs a few hundred bytes
 //! while empty (see the `partition_memory` test), so the limit is what keeps one 7 KB request
 //! from asking for millions of them. Kafka has no broker-wide partition limit (KIP-578 proposed
 //! one); its controller caps one request at 10,000 partitions, which `max_partitions_per_request`
 //! mirrors with Kafka's messages.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 
-use crate::state::BrokerState;
-use crate::topics::{NewTopic, Topic, TopicError};
+use crate::topic_error::TopicError;
 
 /// Partitions held, against the most the broker may hold.
 #[derive(Debug)]
@@ -88,79 +86,8 @@ impl PartitionBudget {
         }
     }
 
-    fn release(&self, count: usize) {
+    pub(crate) fn release(&self, count: usize) {
         self.held.fetch_sub(count, Ordering::AcqRel);
-    }
-}
-
-impl BrokerState {
-    /// Creates a topic (or checks that it could be, with `validate_only`) within the budget.
-    pub fn create_topic(
-        &self,
-        new: NewTopic,
-        validate_only: bool,
-    ) -> Result<Arc<Topic>, TopicError> {
-        let reservation = self
-            .partitions
-            .reserve(usize::try_from(new.partitions).unwrap_or(0))?;
-        let topic = self.topics.create(new, validate_only)?;
-        if !validate_only {
-            reservation.keep();
-        }
-        Ok(topic)
-    }
-
-    /// The topic, auto-created with the default partition count if it does not exist yet.
-    pub fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
-        if let Some(topic) = self.topics.get(name) {
-            return Ok(topic);
-        }
-        let partitions = self.config.default_partitions;
-        let reservation = self
-            .partitions
-            .reserve(usize::try_from(partitions).unwrap_or(0))?;
-        let new = NewTopic {
-            name: name.to_string(),
-            partitions,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        };
-        match self.topics.create(new, false) {
-            Ok(topic) => {
-                reservation.keep();
-                Ok(topic)
-            }
-            // Another request created it in between: its partitions are counted already.
-            Err(e) if e.code == ResponseError::TopicAlreadyExists => {
-                self.topics.get(name).ok_or_else(TopicError::unknown_topic)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    pub fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
-        let topic = self.topics.delete(name)?;
-        self.partitions
-            .release(usize::try_from(topic.partition_count()).unwrap_or(0));
-        Ok(topic)
-    }
-
-    /// Grows a topic to `count` partitions within the budget.
-    pub fn add_partitions(
-        &self,
-        name: &str,
-        count: i32,
-        validate_only: bool,
-    ) -> Result<(), TopicError> {
-        let current = self.topics.get(name).map_or(0, |t| t.partition_count());
-        let reservation = self
-            .partitions
-            .reserve(usize::try_from(count.saturating_sub(current)).unwrap_or(0))?;
-        self.topics.add_partitions(name, count, validate_only)?;
-        if !validate_only {
-            reservation.keep();
-        }
-        Ok(())
     }
 }
 

@@ -42,6 +42,7 @@ mod server;
 mod state;
 mod stored;
 pub mod topic_config;
+pub mod topic_error;
 mod topic_store;
 pub mod topics;
 pub mod txn;

@@ -1,6 +1,11 @@
-//! What every request handler reads: the configuration, our identity, and the topics.
+//! What every request handler reads: the configuration, our identity, and the topics; and the
+//! topic changes that must stay within the partition budget (every way a partition comes into
+//! being goes through them).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
 
 use crate::capacity::PartitionBudget;
 use crate::config::BrokerConfig;
@@ -8,7 +13,8 @@ use crate::faults::Faults;
 use crate::fetch_memory::FetchMemory;
 use crate::group::GroupCoordinator;
 use crate::producer::ProducerIds;
-use crate::topics::Topics;
+use crate::topic_error::TopicError;
+use crate::topics::{NewTopic, Topic, Topics};
 use crate::txn::TxnCoordinator;
 
 #[derive(Debug)]
@@ -33,5 +39,76 @@ pub struct BrokerState {
 impl BrokerState {
     pub fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+}
+
+impl BrokerState {
+    /// Creates a topic (or checks that it could be, with `validate_only`) within the budget.
+    pub fn create_topic(
+        &self,
+        new: NewTopic,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let reservation = self
+            .partitions
+            .reserve(usize::try_from(new.partitions).unwrap_or(0))?;
+        let topic = self.topics.create(new, validate_only)?;
+        if !validate_only {
+            reservation.keep();
+        }
+        Ok(topic)
+    }
+
+    /// The topic, auto-created with the default partition count if it does not exist yet.
+    pub fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
+        if let Some(topic) = self.topics.get(name) {
+            return Ok(topic);
+        }
+        let partitions = self.config.default_partitions;
+        let reservation = self
+            .partitions
+            .reserve(usize::try_from(partitions).unwrap_or(0))?;
+        let new = NewTopic {
+            name: name.to_string(),
+            partitions,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        };
+        match self.topics.create(new, false) {
+            Ok(topic) => {
+                reservation.keep();
+                Ok(topic)
+            }
+            // Another request created it in between: its partitions are counted already.
+            Err(e) if e.code == ResponseError::TopicAlreadyExists => {
+                self.topics.get(name).ok_or_else(TopicError::unknown_topic)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
+        let topic = self.topics.delete(name)?;
+        self.partitions
+            .release(usize::try_from(topic.partition_count()).unwrap_or(0));
+        Ok(topic)
+    }
+
+    /// Grows a topic to `count` partitions within the budget.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        let current = self.topics.get(name).map_or(0, |t| t.partition_count());
+        let reservation = self
+            .partitions
+            .reserve(usize::try_from(count.saturating_sub(current)).unwrap_or(0))?;
+        self.topics.add_partitions(name, count, validate_only)?;
+        if !validate_only {
+            reservation.keep();
+        }
+        Ok(())
     }
 }

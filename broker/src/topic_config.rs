@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 
-use crate::topics::TopicError;
+use crate::topic_error::TopicError;
 
 /// The type Kafka's `ConfigDef` gives a config, which decides how its value is parsed and what
 /// DescribeConfigs v3+ reports as `config_type`.

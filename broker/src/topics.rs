@@ -22,6 +22,7 @@ use crate::disk_log::DiskLog;
 use crate::file_pool::FilePool;
 use crate::log::PartitionLog;
 use crate::topic_config::{self, LogPolicy};
+use crate::topic_error::TopicError;
 use crate::topic_store::{self, SegmentPolicy, TopicMeta};
 
 /// Kafka's upper bound on partitions a request may create in one go would be far above anything
@@ -115,30 +116,6 @@ fn storage_error(e: io::Error) -> TopicError {
         ResponseError::KafkaStorageError,
         format!("cannot write the topic's files: {e}"),
     )
-}
-
-/// A refusal with Kafka's error code and, where Kafka gives one, its message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct TopicError {
-    pub code: ResponseError,
-    pub message: String,
-}
-
-impl TopicError {
-    pub(crate) fn new(code: ResponseError, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-
-    pub fn unknown_topic() -> Self {
-        Self::new(
-            ResponseError::UnknownTopicOrPartition,
-            "This server does not host this topic-partition.",
-        )
-    }
 }
 
 /// What CreateTopics asks for, after `-1` defaults are resolved by the caller.

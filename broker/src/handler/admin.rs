@@ -13,7 +13,8 @@ use kafka_protocol::ResponseError;
 
 use super::{code, str_bytes};
 use crate::state::BrokerState;
-use crate::topics::{NewTopic, TopicError};
+use crate::topic_error::TopicError;
+use crate::topics::NewTopic;
 
 /// Kafka's controller refuses a whole request above its partition cap with these messages.
 const TOO_MANY_CREATED: &str = "Excessively large number of partitions per request.";

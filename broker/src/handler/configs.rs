@@ -18,7 +18,7 @@ use super::{code, str_bytes};
 use crate::config::BrokerConfig;
 use crate::state::BrokerState;
 use crate::topic_config::{self, Def, Kind};
-use crate::topics::TopicError;
+use crate::topic_error::TopicError;
 
 /// Resource types of the config APIs.
 const RESOURCE_TOPIC: i8 = 2;

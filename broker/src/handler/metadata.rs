@@ -88,7 +88,7 @@ fn lookup(
         state
             .topics
             .get(name)
-            .ok_or_else(crate::topics::TopicError::unknown_topic)
+            .ok_or_else(crate::topic_error::TopicError::unknown_topic)
     };
     match found {
         Ok(topic) => describe(state, &topic, operations),

@@ -18,7 +18,9 @@ mod metadata;
 mod produce;
 mod txn;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
@@ -28,7 +30,6 @@ use protocol::pieces::OutFrame;
 use protocol::versions::{broker_accepts, HeaderPrefix};
 use tracing::debug;
 
-use crate::answers::Deferred;
 use crate::fetch_memory::FetchPermit;
 use crate::state::BrokerState;
 
@@ -45,6 +46,15 @@ pub enum Reply {
     Close(String),
     /// The answer once it is known: an acks=all produce's, after its sync.
     Later(Deferred),
+}
+
+/// An answer that is only known later (after a sync).
+pub struct Deferred(pub Pin<Box<dyn Future<Output = Reply> + Send>>);
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deferred")
+    }
 }
 
 pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Reply {

@@ -255,3 +255,63 @@ async fn an_append_wakes_a_waiting_reader() {
     append(&log, 4, 10, 0);
     assert_eq!(waiter.await.unwrap(), 4);
 }
+
+// A partition log on disk.
+
+#[test]
+fn a_log_on_disk_keeps_only_its_index_in_memory_and_reads_the_files() {
+    let dir = std::env::temp_dir().join(format!("disk-read-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Segments of three batches, at most two files open.
+    let pool = crate::file_pool::FilePool::new(Some(2));
+    let size = protocol::batch::HEADER_LEN + 100;
+    let disk = crate::disk_log::DiskLog::create(&pool, &dir, 0, 3 * size as u64).unwrap();
+    let log = PartitionLog::on_disk(disk);
+    let memory = PartitionLog::new();
+    for i in 0..10 {
+        assert_eq!(append(&log, 2, 10 * i, 100), 2 * i);
+        append(&memory, 2, 10 * i, 100);
+    }
+    assert_eq!(log.size_bytes(), 10 * size);
+    assert_eq!(log.resident_bytes(), 0);
+    assert_eq!(memory.resident_bytes(), 10 * size);
+    // Across segment boundaries, the bytes are the ones the memory log holds.
+    let from_disk = log
+        .read(5, usize::MAX, true, Isolation::ReadUncommitted)
+        .unwrap()
+        .records;
+    let from_memory = memory
+        .read(5, usize::MAX, true, Isolation::ReadUncommitted)
+        .unwrap()
+        .records;
+    assert_eq!(from_disk.len(), 8);
+    assert_eq!(from_disk, from_memory);
+    assert_eq!(log.first_batch_at_or_after(35).unwrap().base_offset, 8);
+    assert_eq!(log.max_timestamp_batch().unwrap().data, from_memory[7]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn flushes_waiting_at_the_same_moment_share_one_sync() {
+    let dir = std::env::temp_dir().join(format!("group-commit-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pool = crate::file_pool::FilePool::new(None);
+    let disk = crate::disk_log::DiskLog::create(&pool, &dir, 0, 1 << 20).unwrap();
+    let log = PartitionLog::on_disk(disk);
+    for _ in 0..5 {
+        append(&log, 2, 10, 100);
+    }
+    let flushes = (0..5).map(|_| log.flush());
+    let results = futures_util::future::join_all(flushes).await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(log.syncs(), 1);
+    // Nothing new: no sync. Something new: one more.
+    log.flush().await.unwrap();
+    assert_eq!(log.syncs(), 1);
+    append(&log, 2, 10, 100);
+    log.flush().await.unwrap();
+    assert_eq!(log.syncs(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
