@@ -87,10 +87,16 @@ impl BrokerState {
         }
     }
 
+    /// Deletes a topic, then every group's offsets of it (a failure to write their removal is
+    /// the answer's error; the topic is gone either way, and the offsets of a topic that no
+    /// longer exists are dropped at the next start).
     pub fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
         let topic = self.topics.delete(name)?;
         self.partitions
             .release(usize::try_from(topic.partition_count()).unwrap_or(0));
+        self.groups.delete_topic_offsets(name).map_err(|code| {
+            TopicError::new(code, "the topic's committed offsets could not be removed")
+        })?;
         Ok(topic)
     }
 

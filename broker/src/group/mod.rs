@@ -384,6 +384,37 @@ impl GroupCoordinator {
         })
     }
 
+    /// A deleted topic's offsets leave every group, as Kafka's coordinator writes a tombstone
+    /// for each (`OffsetMetadataManager.onPartitionsDeleted`): a consumer of a topic created
+    /// again under the name starts by its `auto.offset.reset`, not at an offset of the old one.
+    pub fn delete_topic_offsets(&self, topic: &str) -> Result<(), ResponseError> {
+        for cell in self.all() {
+            cell.read_mut(|group| {
+                let partitions = group.offsets().partitions_of(topic);
+                if partitions.is_empty() {
+                    return Ok(());
+                }
+                if let Some(log) = &self.offsets_log {
+                    let tombstones: Vec<OffsetChange> = partitions
+                        .into_iter()
+                        .map(|partition| OffsetChange::DeleteOffset {
+                            group: group.id().to_string(),
+                            topic: topic.to_string(),
+                            partition,
+                        })
+                        .collect();
+                    log.append(&tombstones).map_err(|e| {
+                        tracing::error!(topic, "offsets of a deleted topic not removed: {e}");
+                        ResponseError::KafkaStorageError
+                    })?;
+                }
+                group.offsets_mut().remove_topic(topic);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
     /// Every committed offset of a group, as `(topic, partition, offset)`; `None` for an
     /// unknown group.
     pub fn committed_offsets(&self, group_id: &str) -> Option<Vec<(String, i32, i64)>> {

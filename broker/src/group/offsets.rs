@@ -47,6 +47,18 @@ impl Offsets {
         removed
     }
 
+    /// The partitions of `topic` with an offset, in order.
+    pub fn partitions_of(&self, topic: &str) -> Vec<i32> {
+        self.by_topic
+            .get(topic)
+            .map_or_else(Vec::new, |partitions| partitions.keys().copied().collect())
+    }
+
+    /// Forgets every offset of `topic` (the topic was deleted).
+    pub fn remove_topic(&mut self, topic: &str) {
+        self.by_topic.remove(topic);
+    }
+
     pub fn get(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
         self.by_topic.get(topic)?.get(&partition)
     }

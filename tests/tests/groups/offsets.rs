@@ -317,3 +317,72 @@ async fn with_a_data_dir_committed_offsets_survive_a_restart_and_a_deletion_too(
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Deletes `TOPIC` and creates it again with `partitions`.
+async fn recreate_topic(client: &mut RawClient, partitions: i32) {
+    let delete = DeleteTopicsRequest::default().with_topic_names(vec![topic_name(TOPIC)]);
+    assert_eq!(client.call(&delete, 4).await.responses[0].error_code, 0);
+    assert_eq!(create_topic(client, TOPIC, partitions).await, 0);
+}
+
+/// Kafka's coordinator drops every group's offsets of a deleted topic, so a consumer of the
+/// re-created topic starts by its `auto.offset.reset` instead of at an offset of the old one.
+#[tokio::test]
+async fn deleting_a_topic_deletes_every_groups_offsets_of_it_also_after_a_restart() {
+    let dir = data_dir("offsets-deleted-topic");
+    let config = data_dir_config(&dir);
+    let broker = start_broker(config.clone()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, TOPIC, 2).await;
+    create_topic(&mut client, "other", 1).await;
+    for group_id in ["billing", "audit"] {
+        let request = commit_request(
+            group_id,
+            "",
+            -1,
+            &[
+                (TOPIC, 0, 20, None),
+                (TOPIC, 1, 5, None),
+                ("other", 0, 3, None),
+            ],
+        );
+        let response = client.call(&request, 8).await;
+        assert!(response
+            .topics
+            .iter()
+            .all(|t| t.partitions[0].error_code == 0));
+    }
+    recreate_topic(&mut client, 2).await;
+    for group_id in ["billing", "audit"] {
+        assert_eq!(
+            fetch_offsets(&mut client, group_id, Some(&[0, 1]), 7).await,
+            vec![
+                (TOPIC.into(), 0, -1, String::new()),
+                (TOPIC.into(), 1, -1, String::new())
+            ]
+        );
+        assert_eq!(
+            fetch_offsets(&mut client, group_id, None, 7).await,
+            vec![("other".into(), 0, 3, String::new())]
+        );
+    }
+    let request = commit_request("billing", "", -1, &[(TOPIC, 1, 2, None)]);
+    client.call(&request, 8).await;
+    broker.shutdown().await;
+
+    let broker = start_broker(config).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        fetch_offsets(&mut client, "billing", None, 7).await,
+        vec![
+            ("orders".into(), 1, 2, String::new()),
+            ("other".into(), 0, 3, String::new())
+        ]
+    );
+    assert_eq!(
+        fetch_offsets(&mut client, "audit", None, 7).await,
+        vec![("other".into(), 0, 3, String::new())]
+    );
+    broker.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
