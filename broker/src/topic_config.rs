@@ -107,6 +107,8 @@ pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
 pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
+pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.ms";
 pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
@@ -235,7 +237,7 @@ pub static DEFS: &[Def] = &[
     ),
     with_synonym(
         def(
-            "message.timestamp.after.max.ms",
+            MESSAGE_TIMESTAMP_AFTER_MAX_MS,
             Kind::Long,
             "3600000",
             Valid::AtLeast(0),
@@ -244,7 +246,7 @@ pub static DEFS: &[Def] = &[
     ),
     with_synonym(
         def(
-            "message.timestamp.before.max.ms",
+            MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
             Kind::Long,
             LONG_MAX,
             Valid::AtLeast(0),
@@ -514,6 +516,13 @@ pub struct LogPolicy {
     pub min_cleanable_dirty_ratio: f64,
     /// Records younger than this are never cleaned.
     pub min_compaction_lag_ms: i64,
+    /// `max.message.bytes` when the topic sets it: the largest batch Produce accepts. `None`
+    /// leaves the broker's `--max-message-bytes` (Kafka's `message.max.bytes`, its synonym).
+    pub max_message_bytes: Option<usize>,
+    /// KIP-937's window around the broker's clock that a CreateTime record's timestamp must
+    /// fall in: `message.timestamp.before.max.ms` before now, `after.max.ms` after it.
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
 }
 
 impl Default for LogPolicy {
@@ -548,6 +557,11 @@ impl LogPolicy {
             delete_retention_ms: long(DELETE_RETENTION_MS, 86_400_000),
             min_cleanable_dirty_ratio: value(MIN_CLEANABLE_DIRTY_RATIO).parse().unwrap_or(0.5),
             min_compaction_lag_ms: long(MIN_COMPACTION_LAG_MS, 0),
+            max_message_bytes: configs
+                .get(MAX_MESSAGE_BYTES)
+                .and_then(|v| v.trim().parse::<usize>().ok()),
+            timestamp_before_max_ms: long(MESSAGE_TIMESTAMP_BEFORE_MAX_MS, i64::MAX),
+            timestamp_after_max_ms: long(MESSAGE_TIMESTAMP_AFTER_MAX_MS, 3_600_000),
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct Topic {
     pub id: Uuid,
     /// The configs set on the topic (at creation, or altered since); defaults are not listed.
     configs: RwLock<BTreeMap<String, String>>,
+    /// What those configs ask of the produce path, kept beside them so that Produce reads it
+    /// without parsing configs or taking a partition's lock.
+    policy: RwLock<LogPolicy>,
     partitions: RwLock<Vec<Arc<PartitionLog>>>,
 }
 
@@ -50,6 +53,11 @@ impl Topic {
 
     pub fn partitions(&self) -> Vec<Arc<PartitionLog>> {
         self.partitions.read().clone()
+    }
+
+    /// The topic's configs as the produce path applies them.
+    pub fn policy(&self) -> LogPolicy {
+        *self.policy.read()
     }
 
     /// The configs set on the topic, as DescribeConfigs reports them (DYNAMIC_TOPIC_CONFIG).
@@ -171,6 +179,7 @@ impl Topics {
                 name: name.clone(),
                 id: loaded.meta.id,
                 configs: RwLock::new(loaded.meta.configs),
+                policy: RwLock::new(policy),
                 partitions: RwLock::new(partitions),
             };
             by_name.insert(name, Arc::new(topic));
@@ -253,6 +262,7 @@ impl Topics {
                     name: new.name,
                     id,
                     configs: RwLock::new(new.configs),
+                    policy: RwLock::new(policy),
                     partitions: RwLock::new(partitions),
                 });
                 if !validate_only {
@@ -362,6 +372,7 @@ impl Topics {
         for log in partitions.iter() {
             log.set_policy(policy);
         }
+        *topic.policy.write() = policy;
         *current = configs;
         Ok(())
     }

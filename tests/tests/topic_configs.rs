@@ -590,3 +590,175 @@ async fn retention_ms_on_disk_deletes_whole_segments_and_a_restart_starts_after_
     broker.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// IncrementalAlterConfigs SET of one topic config: the resource's error code.
+async fn set_config(client: &mut RawClient, topic: &str, name: &str, value: &str) -> i16 {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configs(vec![incremental::AlterableConfig::default()
+                .with_name(s(name))
+                .with_config_operation(0)
+                .with_value(Some(s(value)))]),
+    ]);
+    client.call(&request, 1).await.responses[0].error_code
+}
+
+/// One record of `size` bytes of value.
+fn sized(size: usize) -> Bytes {
+    batch(&[(None, &"x".repeat(size), 1000)], Compression::None)
+}
+
+/// A topic's `max.message.bytes` is its limit both ways, whatever `--max-message-bytes` is:
+/// Kafka's `UnifiedLog.analyzeAndValidateRecords` compares the batch with the topic's config,
+/// whose default is the broker's.
+#[tokio::test]
+async fn a_topics_max_message_bytes_is_its_batch_limit_below_and_above_the_brokers() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        create_with(&mut client, "small", &[("max.message.bytes", "1000")])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(
+        create_with(&mut client, "large", &[("max.message.bytes", "5000000")])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(create_topic(&mut client, "plain", 1).await, 0);
+    let refused = produce(&mut client, "small", 0, sized(5_000), 9).await;
+    assert_eq!(refused.error_code, ResponseError::MessageTooLarge.code());
+    assert_eq!(
+        produce(&mut client, "small", 0, sized(900), 9)
+            .await
+            .error_code,
+        0
+    );
+    let two_mb = sized(2_000_000);
+    assert_eq!(
+        produce(&mut client, "large", 0, two_mb.clone(), 9)
+            .await
+            .error_code,
+        0
+    );
+    // Without the config the broker's 1 MiB default applies.
+    assert_eq!(
+        produce(&mut client, "plain", 0, two_mb.clone(), 9)
+            .await
+            .error_code,
+        ResponseError::MessageTooLarge.code()
+    );
+    // An alteration applies from the next produce on.
+    assert_eq!(
+        set_config(&mut client, "plain", "max.message.bytes", "3000000").await,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "plain", 0, two_mb, 9).await.error_code,
+        0
+    );
+    assert_eq!(
+        set_config(&mut client, "small", "max.message.bytes", "10000").await,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "small", 0, sized(5_000), 9)
+            .await
+            .error_code,
+        0
+    );
+    let read: Vec<i64> = read_all(&mut client, "plain", 0)
+        .await
+        .iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(read, vec![0]);
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// KIP-937: a CreateTime record stamped outside `[now - before.max.ms, now + after.max.ms]`
+/// fails its batch with INVALID_TIMESTAMP; a LogAppendTime topic takes any stamp.
+#[tokio::test]
+async fn records_stamped_outside_the_topics_timestamp_window_are_invalid() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let window = [
+        ("message.timestamp.before.max.ms", "60000"),
+        ("message.timestamp.after.max.ms", "60000"),
+    ];
+    assert_eq!(create_with(&mut client, "window", &window).await.0, 0);
+    let mut appended = window.to_vec();
+    appended.push(("message.timestamp.type", "LogAppendTime"));
+    assert_eq!(create_with(&mut client, "appended", &appended).await.0, 0);
+    assert_eq!(create_topic(&mut client, "default", 1).await, 0);
+    let hour = 3_600_000;
+    let stamped = |offsets: &[i64]| {
+        let now = now_ms();
+        let records: Vec<TestRecord<'_>> = offsets.iter().map(|o| (None, "v", now + o)).collect();
+        batch(&records, Compression::None)
+    };
+    let invalid = ResponseError::InvalidTimestamp.code();
+    for late_or_early in [&[-hour][..], &[hour], &[0, hour], &[-hour, 0]] {
+        let answer = produce(&mut client, "window", 0, stamped(late_or_early), 9).await;
+        assert_eq!(answer.error_code, invalid, "{late_or_early:?}");
+        let message = answer.error_message.unwrap().to_string();
+        assert!(message.contains("invalid timestamp"), "{message}");
+    }
+    assert_eq!(
+        produce(&mut client, "window", 0, stamped(&[0, 1000]), 9)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "appended", 0, stamped(&[-hour, hour]), 9)
+            .await
+            .error_code,
+        0
+    );
+    // Kafka 4.0's defaults: any time before now, at most an hour after it.
+    assert_eq!(
+        produce(&mut client, "default", 0, stamped(&[-100 * hour]), 9)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "default", 0, stamped(&[2 * hour]), 9)
+            .await
+            .error_code,
+        invalid
+    );
+    assert_eq!(
+        set_config(
+            &mut client,
+            "window",
+            "message.timestamp.before.max.ms",
+            "7200000"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "window", 0, stamped(&[-hour]), 9)
+            .await
+            .error_code,
+        0
+    );
+    let read: Vec<i64> = read_all(&mut client, "window", 0)
+        .await
+        .iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(read, vec![0, 1, 2]);
+}
