@@ -147,6 +147,8 @@ pub struct StorageConfig {
 #[derive(Debug, Default)]
 pub struct Topics {
     by_name: DashMap<String, Arc<Topic>>,
+    /// Each topic's name by its id (Metadata v12+ and Java's `describeTopics` by id).
+    names_by_id: DashMap<Uuid, String>,
     /// Where topics are stored; `None` keeps everything in memory.
     store: Option<Store>,
 }
@@ -164,6 +166,7 @@ impl Topics {
         let policy =
             |meta: &TopicMeta| Ok(segment_policy(&meta.configs, store.default_segment_bytes));
         let by_name = DashMap::new();
+        let names_by_id = DashMap::new();
         for (name, loaded) in topic_store::load_all(dir, &store.pool, policy)? {
             let policy = LogPolicy::from_configs(&loaded.meta.configs);
             let partitions = loaded
@@ -182,16 +185,25 @@ impl Topics {
                 policy: RwLock::new(policy),
                 partitions: RwLock::new(partitions),
             };
+            names_by_id.insert(topic.id, name.clone());
             by_name.insert(name, Arc::new(topic));
         }
         Ok(Topics {
             by_name,
+            names_by_id,
             store: Some(store),
         })
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
         self.by_name.get(name).map(|t| t.clone())
+    }
+
+    /// The topic with this id, while it exists (a topic created again under its name has
+    /// another id).
+    pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        let name = self.names_by_id.get(&id)?.clone();
+        self.get(&name).filter(|topic| topic.id == id)
     }
 
     /// Every topic, sorted by name (Metadata lists them in a stable order).
@@ -266,6 +278,7 @@ impl Topics {
                     partitions: RwLock::new(partitions),
                 });
                 if !validate_only {
+                    self.names_by_id.insert(id, topic.name.clone());
                     slot.insert(topic.clone());
                 }
                 Ok(topic)
@@ -278,6 +291,7 @@ impl Topics {
             .by_name
             .remove(name)
             .ok_or_else(TopicError::unknown_topic)?;
+        self.names_by_id.remove(&topic.id);
         if let Some(store) = &self.store {
             topic_store::delete(&store.dir, name);
         }
