@@ -100,18 +100,21 @@ impl BrokerState {
         Ok(topic)
     }
 
-    /// Grows a topic to `count` partitions within the budget.
+    /// Grows a topic to `count` partitions within the budget, once `check_added` accepts the
+    /// number of partitions that adds.
     pub fn add_partitions(
         &self,
         name: &str,
         count: i32,
         validate_only: bool,
+        check_added: impl FnOnce(i32) -> Result<(), TopicError>,
     ) -> Result<(), TopicError> {
         let current = self.topics.get(name).map_or(0, |t| t.partition_count());
         let reservation = self
             .partitions
             .reserve(usize::try_from(count.saturating_sub(current)).unwrap_or(0))?;
-        self.topics.add_partitions(name, count, validate_only)?;
+        self.topics
+            .add_partitions(name, count, validate_only, check_added)?;
         if !validate_only {
             reservation.keep();
         }

@@ -465,7 +465,8 @@ async fn create_partitions_only_increases_and_moves_keys_as_kafka_does() {
         CreatePartitionsRequest::default()
             .with_topics(vec![CreatePartitionsTopic::default()
                 .with_name(topic_name("orders"))
-                .with_count(count)])
+                .with_count(count)
+                .with_assignments(None)])
             .with_validate_only(validate_only)
     };
     let shrink = client.call(&grow(6, false), 3).await;
