@@ -121,6 +121,18 @@ impl Broker {
         };
         crate::log_tasks::spawn(state.clone(), shutdown.clone(), &tasks);
         crate::txn_end::spawn(state.clone(), shutdown.clone(), &tasks);
+        let expiring = state.clone();
+        tasks.spawn(async move {
+            let config = &expiring.config;
+            let (period, retention) = (
+                config.offsets_retention_check_interval,
+                config.offsets_retention,
+            );
+            expiring
+                .groups
+                .expire_offsets_every(period, retention)
+                .await;
+        });
         let serving = state.clone();
         let stop = shutdown.clone();
         tasks.spawn(accept_loop(
