@@ -112,6 +112,7 @@ pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.
 pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
+pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
 pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const RETENTION_MS: &str = "retention.ms";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
@@ -295,7 +296,7 @@ pub static DEFS: &[Def] = &[
         "false",
         Valid::Any,
     ),
-    def("remote.storage.enable", Kind::Boolean, "false", Valid::Any),
+    def(REMOTE_STORAGE_ENABLE, Kind::Boolean, "false", Valid::Any),
     with_synonym(
         def(RETENTION_BYTES, Kind::Long, "-1", Valid::Any),
         "log.retention.bytes",
@@ -468,6 +469,26 @@ pub fn check_value(def: &Def, value: &str) -> Result<(), TopicError> {
     Ok(())
 }
 
+/// The longest config name or value Kafka can carry: every string of its protocol and of its
+/// metadata records (a config lives in a `ConfigRecord`) is at most 32,767 UTF-8 bytes, and its
+/// generated code refuses a longer one (`MessageDataGenerator`: "too long to be serialized").
+pub const MAX_VALUE_BYTES: usize = 0x7fff;
+
+/// A config name or value of `len` bytes is refused past [`MAX_VALUE_BYTES`], before anything
+/// else is done with it.
+pub fn check_value_len(name: &str, len: usize) -> Result<(), TopicError> {
+    if len > MAX_VALUE_BYTES {
+        return Err(TopicError::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "The value of {name} would be {len} bytes long, above the {MAX_VALUE_BYTES} \
+                 bytes a Kafka string can hold."
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A LIST value's elements, as Kafka splits them (an empty string is an empty list).
 pub fn list(value: &str) -> Vec<&str> {
     if value.trim().is_empty() {
@@ -480,9 +501,25 @@ pub fn list(value: &str) -> Vec<&str> {
 /// checks across configs.
 pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicError> {
     for (name, value) in configs {
+        check_value_len("a config name", name.len())?;
+        check_value_len(name, value.len())?;
         let def =
             lookup(name).ok_or_else(|| invalid(format!("Unknown topic config name: {name}")))?;
         check_value(def, value)?;
+    }
+    // Kafka's `LogConfig.validateRemoteStorageOnlyIfSystemEnabled`: this broker has no tiered
+    // storage, as a Kafka without `remote.log.storage.system.enable`.
+    let enabled = |name: &str| {
+        configs
+            .get(name)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    };
+    if enabled(REMOTE_STORAGE_ENABLE) {
+        return Err(invalid(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured \
+             with remote log storage."
+                .to_string(),
+        ));
     }
     let long = |name: &str| configs.get(name).and_then(|v| v.trim().parse::<i64>().ok());
     let min_lag = long(MIN_COMPACTION_LAG_MS).unwrap_or(0);

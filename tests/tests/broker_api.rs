@@ -226,7 +226,8 @@ async fn produce_refuses_bad_batches_per_partition_only() {
             ResponseError::CorruptMessage,
         ),
         (Bytes::from(two), 9, ResponseError::InvalidRecord),
-        (Bytes::new(), 9, ResponseError::CorruptMessage),
+        // No batch at all: Kafka's `ProduceRequest.validateRecords`.
+        (Bytes::new(), 9, ResponseError::InvalidRecord),
         (
             batch(&[(None, "z", 1)], Compression::Zstd),
             6,

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
@@ -130,15 +132,32 @@ fn partitions_to_create(state: &BrokerState, t: &CreatableTopic) -> Result<i32, 
     i32::try_from(assigned.len()).map_err(|_| invalid_request("Too many partitions assigned."))
 }
 
+/// What CreateTopics v5+ answers with a created topic: each of its configs with its value and
+/// source, as DescribeConfigs would list them (Kafka's `ReplicationControlManager.createTopic`).
+fn configs_created(
+    state: &BrokerState,
+    set: &BTreeMap<String, String>,
+) -> Vec<CreatableTopicConfigs> {
+    super::configs::effective(&state.config, set)
+        .map(|c| {
+            CreatableTopicConfigs::default()
+                .with_name(str_bytes(c.def.name))
+                .with_value(Some(str_bytes(&c.value)))
+                .with_config_source(c.source)
+        })
+        .collect()
+}
+
 fn created(
     result: CreatableTopicResult,
-    outcome: Result<(i32, uuid::Uuid), TopicError>,
+    outcome: Result<Created, TopicError>,
 ) -> CreatableTopicResult {
     match outcome {
-        Ok((partitions, id)) => result
-            .with_topic_id(id)
-            .with_num_partitions(partitions)
-            .with_replication_factor(1),
+        Ok(created) => result
+            .with_topic_id(created.id)
+            .with_num_partitions(created.partitions)
+            .with_replication_factor(1)
+            .with_configs(Some(created.configs)),
         Err(e) => result
             .with_error_code(code(e.code))
             .with_error_message(Some(str_bytes(&e.message)))
@@ -147,7 +166,19 @@ fn created(
     }
 }
 
-pub fn create_topics(state: &BrokerState, request: CreateTopicsRequest) -> CreateTopicsResponse {
+/// A topic CreateTopics created (or, with validate_only, would create).
+struct Created {
+    id: uuid::Uuid,
+    partitions: i32,
+    /// Answered from v5 (KIP-525); empty before.
+    configs: Vec<CreatableTopicConfigs>,
+}
+
+pub fn create_topics(
+    state: &BrokerState,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
     if requested_partitions(state, &request) > state.config.max_partitions_per_request {
         let topics = request
             .topics
@@ -186,6 +217,12 @@ pub fn create_topics(state: &BrokerState, request: CreateTopicsRequest) -> Creat
                 .iter()
                 .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
                 .collect();
+            // Configs are answered from v5 (KIP-525).
+            let configs_answered = if version >= 5 {
+                configs_created(state, &configs)
+            } else {
+                Vec::new()
+            };
             let new = NewTopic {
                 name: name.to_string(),
                 partitions,
@@ -193,7 +230,11 @@ pub fn create_topics(state: &BrokerState, request: CreateTopicsRequest) -> Creat
                 configs,
             };
             let topic = state.create_topic(new, request.validate_only)?;
-            Ok((partitions, topic.id))
+            Ok(Created {
+                id: topic.id,
+                partitions,
+                configs: configs_answered,
+            })
         });
         topics.push(created(result, outcome));
     }

@@ -172,6 +172,13 @@ fn append(
             )),
         ));
     }
+    // `ProduceRequest.validateRecords`: no batch at all is an invalid record, not a corrupt one.
+    if records.is_empty() {
+        return Err((
+            ResponseError::InvalidRecord,
+            Some(format!("Produce requests with version {version} must have at least one record batch per partition")),
+        ));
+    }
     let header = validate_single_batch(&records).map_err(|e| {
         let error = match e {
             BatchError::TooShort(_)
