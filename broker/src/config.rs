@@ -75,6 +75,11 @@ pub struct BrokerConfig {
     /// Kafka's `log.cleaner.dedupe.buffer.size`: the memory one cleaning pass may use for its
     /// map of keys.
     pub log_cleaner_dedupe_buffer_bytes: usize,
+    /// Kafka's `offsets.retention.minutes`: how long an Empty group's offsets (and a simple
+    /// group's, from their commit) are kept.
+    pub offsets_retention: Duration,
+    /// Kafka's `offsets.retention.check.interval.ms`: how often expired offsets are removed.
+    pub offsets_retention_check_interval: Duration,
 }
 
 /// Kafka's controller refuses a request that would add more partitions (`MAX_RECORDS_PER_USER_OP`).
@@ -108,6 +113,8 @@ impl Default for BrokerConfig {
             log_retention_check_interval: Duration::from_secs(300),
             log_cleaner_backoff: Duration::from_secs(15),
             log_cleaner_dedupe_buffer_bytes: 128 << 20,
+            offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            offsets_retention_check_interval: Duration::from_secs(600),
         }
     }
 }

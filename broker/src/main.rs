@@ -91,6 +91,12 @@ struct Args {
     /// How often compacted topics are cleaned (Kafka's log.cleaner.backoff.ms)
     #[arg(long, value_name = "MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
     log_cleaner_backoff_ms: u64,
+    /// How long an Empty group keeps its committed offsets (Kafka's offsets.retention.minutes)
+    #[arg(long, value_name = "MINUTES", default_value_t = 10_080, value_parser = clap::value_parser!(u64).range(1..))]
+    offsets_retention_minutes: u64,
+    /// How often expired offsets are removed (Kafka's offsets.retention.check.interval.ms)
+    #[arg(long, value_name = "MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    offsets_retention_check_interval_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -154,6 +160,12 @@ async fn run(args: Args) -> ExitCode {
             args.log_retention_check_interval_ms,
         ),
         log_cleaner_backoff: std::time::Duration::from_millis(args.log_cleaner_backoff_ms),
+        offsets_retention: std::time::Duration::from_secs(
+            args.offsets_retention_minutes.saturating_mul(60),
+        ),
+        offsets_retention_check_interval: std::time::Duration::from_millis(
+            args.offsets_retention_check_interval_ms,
+        ),
         ..BrokerConfig::default()
     };
     let advertised = config.clone();

@@ -78,6 +78,15 @@ impl Broker {
             Some(dir) => TxnCoordinator::open(dir, &producer_ids)?,
             None => (TxnCoordinator::default(), Vec::new()),
         };
+        let groups = GroupCoordinator::new(group_timing, shutdown.child_token());
+        let groups = match &config.data_dir {
+            Some(dir) => {
+                let exists = |topic: &str| topics.get(topic).is_some();
+                let (log, replayed) = OffsetsLog::open(&dir.join(OFFSETS_FILE), exists)?;
+                groups.persist_to(log, replayed)
+            }
+            None => groups,
+        };
         let (advertised_host, advertised_port) = config.advertised(addr);
         let state = Arc::new(BrokerState {
             advertised_host,
@@ -93,16 +102,7 @@ impl Broker {
             faults,
             // Never below one batch: a batch larger than the budget could never be served.
             fetch_memory: FetchMemory::new(config.fetch_memory_bytes.max(config.max_message_bytes)),
-            groups: {
-                let groups = GroupCoordinator::new(group_timing, shutdown.child_token());
-                match &config.data_dir {
-                    Some(dir) => {
-                        let (log, replayed) = OffsetsLog::open(&dir.join(OFFSETS_FILE))?;
-                        groups.persist_to(log, replayed)
-                    }
-                    None => groups,
-                }
-            },
+            groups,
             config,
         });
         // Transactions a crash left decided: their markers and offsets, before any request.
@@ -121,6 +121,18 @@ impl Broker {
         };
         crate::log_tasks::spawn(state.clone(), shutdown.clone(), &tasks);
         crate::txn_end::spawn(state.clone(), shutdown.clone(), &tasks);
+        let expiring = state.clone();
+        tasks.spawn(async move {
+            let config = &expiring.config;
+            let (period, retention) = (
+                config.offsets_retention_check_interval,
+                config.offsets_retention,
+            );
+            expiring
+                .groups
+                .expire_offsets_every(period, retention)
+                .await;
+        });
         let serving = state.clone();
         let stop = shutdown.clone();
         tasks.spawn(accept_loop(

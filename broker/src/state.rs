@@ -87,25 +87,34 @@ impl BrokerState {
         }
     }
 
+    /// Deletes a topic, then every group's offsets of it (a failure to write their removal is
+    /// the answer's error; the topic is gone either way, and the offsets of a topic that no
+    /// longer exists are dropped at the next start).
     pub fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
         let topic = self.topics.delete(name)?;
         self.partitions
             .release(usize::try_from(topic.partition_count()).unwrap_or(0));
+        self.groups.delete_topic_offsets(name).map_err(|code| {
+            TopicError::new(code, "the topic's committed offsets could not be removed")
+        })?;
         Ok(topic)
     }
 
-    /// Grows a topic to `count` partitions within the budget.
+    /// Grows a topic to `count` partitions within the budget, once `check_added` accepts the
+    /// number of partitions that adds.
     pub fn add_partitions(
         &self,
         name: &str,
         count: i32,
         validate_only: bool,
+        check_added: impl FnOnce(i32) -> Result<(), TopicError>,
     ) -> Result<(), TopicError> {
         let current = self.topics.get(name).map_or(0, |t| t.partition_count());
         let reservation = self
             .partitions
             .reserve(usize::try_from(count.saturating_sub(current)).unwrap_or(0))?;
-        self.topics.add_partitions(name, count, validate_only)?;
+        self.topics
+            .add_partitions(name, count, validate_only, check_added)?;
         if !validate_only {
             reservation.keep();
         }

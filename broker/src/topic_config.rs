@@ -107,9 +107,12 @@ pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
 pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
+pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.ms";
 pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
+pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
 pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const RETENTION_MS: &str = "retention.ms";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
@@ -235,7 +238,7 @@ pub static DEFS: &[Def] = &[
     ),
     with_synonym(
         def(
-            "message.timestamp.after.max.ms",
+            MESSAGE_TIMESTAMP_AFTER_MAX_MS,
             Kind::Long,
             "3600000",
             Valid::AtLeast(0),
@@ -244,7 +247,7 @@ pub static DEFS: &[Def] = &[
     ),
     with_synonym(
         def(
-            "message.timestamp.before.max.ms",
+            MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
             Kind::Long,
             LONG_MAX,
             Valid::AtLeast(0),
@@ -293,7 +296,7 @@ pub static DEFS: &[Def] = &[
         "false",
         Valid::Any,
     ),
-    def("remote.storage.enable", Kind::Boolean, "false", Valid::Any),
+    def(REMOTE_STORAGE_ENABLE, Kind::Boolean, "false", Valid::Any),
     with_synonym(
         def(RETENTION_BYTES, Kind::Long, "-1", Valid::Any),
         "log.retention.bytes",
@@ -466,6 +469,26 @@ pub fn check_value(def: &Def, value: &str) -> Result<(), TopicError> {
     Ok(())
 }
 
+/// The longest config name or value Kafka can carry: every string of its protocol and of its
+/// metadata records (a config lives in a `ConfigRecord`) is at most 32,767 UTF-8 bytes, and its
+/// generated code refuses a longer one (`MessageDataGenerator`: "too long to be serialized").
+pub const MAX_VALUE_BYTES: usize = 0x7fff;
+
+/// A config name or value of `len` bytes is refused past [`MAX_VALUE_BYTES`], before anything
+/// else is done with it.
+pub fn check_value_len(name: &str, len: usize) -> Result<(), TopicError> {
+    if len > MAX_VALUE_BYTES {
+        return Err(TopicError::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "The value of {name} would be {len} bytes long, above the {MAX_VALUE_BYTES} \
+                 bytes a Kafka string can hold."
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A LIST value's elements, as Kafka splits them (an empty string is an empty list).
 pub fn list(value: &str) -> Vec<&str> {
     if value.trim().is_empty() {
@@ -478,9 +501,25 @@ pub fn list(value: &str) -> Vec<&str> {
 /// checks across configs.
 pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicError> {
     for (name, value) in configs {
+        check_value_len("a config name", name.len())?;
+        check_value_len(name, value.len())?;
         let def =
             lookup(name).ok_or_else(|| invalid(format!("Unknown topic config name: {name}")))?;
         check_value(def, value)?;
+    }
+    // Kafka's `LogConfig.validateRemoteStorageOnlyIfSystemEnabled`: this broker has no tiered
+    // storage, as a Kafka without `remote.log.storage.system.enable`.
+    let enabled = |name: &str| {
+        configs
+            .get(name)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    };
+    if enabled(REMOTE_STORAGE_ENABLE) {
+        return Err(invalid(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured \
+             with remote log storage."
+                .to_string(),
+        ));
     }
     let long = |name: &str| configs.get(name).and_then(|v| v.trim().parse::<i64>().ok());
     let min_lag = long(MIN_COMPACTION_LAG_MS).unwrap_or(0);
@@ -514,6 +553,13 @@ pub struct LogPolicy {
     pub min_cleanable_dirty_ratio: f64,
     /// Records younger than this are never cleaned.
     pub min_compaction_lag_ms: i64,
+    /// `max.message.bytes` when the topic sets it: the largest batch Produce accepts. `None`
+    /// leaves the broker's `--max-message-bytes` (Kafka's `message.max.bytes`, its synonym).
+    pub max_message_bytes: Option<usize>,
+    /// KIP-937's window around the broker's clock that a CreateTime record's timestamp must
+    /// fall in: `message.timestamp.before.max.ms` before now, `after.max.ms` after it.
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
 }
 
 impl Default for LogPolicy {
@@ -548,6 +594,11 @@ impl LogPolicy {
             delete_retention_ms: long(DELETE_RETENTION_MS, 86_400_000),
             min_cleanable_dirty_ratio: value(MIN_CLEANABLE_DIRTY_RATIO).parse().unwrap_or(0.5),
             min_compaction_lag_ms: long(MIN_COMPACTION_LAG_MS, 0),
+            max_message_bytes: configs
+                .get(MAX_MESSAGE_BYTES)
+                .and_then(|v| v.trim().parse::<usize>().ok()),
+            timestamp_before_max_ms: long(MESSAGE_TIMESTAMP_BEFORE_MAX_MS, i64::MAX),
+            timestamp_after_max_ms: long(MESSAGE_TIMESTAMP_AFTER_MAX_MS, 3_600_000),
         }
     }
 }

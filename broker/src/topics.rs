@@ -35,6 +35,9 @@ pub struct Topic {
     pub id: Uuid,
     /// The configs set on the topic (at creation, or altered since); defaults are not listed.
     configs: RwLock<BTreeMap<String, String>>,
+    /// What those configs ask of the produce path, kept beside them so that Produce reads it
+    /// without parsing configs or taking a partition's lock.
+    policy: RwLock<LogPolicy>,
     partitions: RwLock<Vec<Arc<PartitionLog>>>,
 }
 
@@ -50,6 +53,11 @@ impl Topic {
 
     pub fn partitions(&self) -> Vec<Arc<PartitionLog>> {
         self.partitions.read().clone()
+    }
+
+    /// The topic's configs as the produce path applies them.
+    pub fn policy(&self) -> LogPolicy {
+        *self.policy.read()
     }
 
     /// The configs set on the topic, as DescribeConfigs reports them (DYNAMIC_TOPIC_CONFIG).
@@ -103,6 +111,11 @@ fn segment_policy(configs: &BTreeMap<String, String>, default_segment_bytes: u64
     }
 }
 
+/// Kafka's `Topic.unifyCollisionChars`: `.` and `_` are one character in metric names.
+fn unify_collision_chars(name: &str) -> String {
+    name.replace('.', "_")
+}
+
 /// Where and how topics are stored with a data directory.
 #[derive(Debug)]
 struct Store {
@@ -139,6 +152,12 @@ pub struct StorageConfig {
 #[derive(Debug, Default)]
 pub struct Topics {
     by_name: DashMap<String, Arc<Topic>>,
+    /// Each topic's name by its id (Metadata v12+ and Java's `describeTopics` by id).
+    names_by_id: DashMap<Uuid, String>,
+    /// Each topic's name by its name with `.` read as `_`: Kafka refuses a topic whose name
+    /// collides so with an existing one's (their metric names would be the same). Creation
+    /// takes this entry first, so two colliding creations cannot both succeed.
+    names_by_unified: DashMap<String, String>,
     /// Where topics are stored; `None` keeps everything in memory.
     store: Option<Store>,
 }
@@ -156,6 +175,8 @@ impl Topics {
         let policy =
             |meta: &TopicMeta| Ok(segment_policy(&meta.configs, store.default_segment_bytes));
         let by_name = DashMap::new();
+        let names_by_id = DashMap::new();
+        let names_by_unified = DashMap::new();
         for (name, loaded) in topic_store::load_all(dir, &store.pool, policy)? {
             let policy = LogPolicy::from_configs(&loaded.meta.configs);
             let partitions = loaded
@@ -171,18 +192,34 @@ impl Topics {
                 name: name.clone(),
                 id: loaded.meta.id,
                 configs: RwLock::new(loaded.meta.configs),
+                policy: RwLock::new(policy),
                 partitions: RwLock::new(partitions),
             };
+            names_by_id.insert(topic.id, name.clone());
+            // Topics stored before collisions were refused keep their names; the first holds
+            // the unified one.
+            names_by_unified
+                .entry(unify_collision_chars(&name))
+                .or_insert_with(|| name.clone());
             by_name.insert(name, Arc::new(topic));
         }
         Ok(Topics {
             by_name,
+            names_by_id,
+            names_by_unified,
             store: Some(store),
         })
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
         self.by_name.get(name).map(|t| t.clone())
+    }
+
+    /// The topic with this id, while it exists (a topic created again under its name has
+    /// another id).
+    pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        let name = self.names_by_id.get(&id)?.clone();
+        self.get(&name).filter(|topic| topic.id == id)
     }
 
     /// Every topic, sorted by name (Metadata lists them in a stable order).
@@ -222,12 +259,24 @@ impl Topics {
         }
         topic_config::validate(&new.configs)?;
         let policy = LogPolicy::from_configs(&new.configs);
-        match self.by_name.entry(new.name.clone()) {
-            Entry::Occupied(_) => Err(TopicError::new(
+        // Kafka's `validateNewTopicNames`, then its check for an existing topic.
+        match self
+            .names_by_unified
+            .entry(unify_collision_chars(&new.name))
+        {
+            Entry::Occupied(existing) if *existing.get() == new.name => Err(TopicError::new(
                 ResponseError::TopicAlreadyExists,
                 format!("Topic '{}' already exists.", new.name),
             )),
-            Entry::Vacant(slot) => {
+            Entry::Occupied(existing) => Err(TopicError::new(
+                ResponseError::InvalidTopicException,
+                format!(
+                    "Topic '{}' collides with existing topic: {}",
+                    new.name,
+                    existing.get()
+                ),
+            )),
+            Entry::Vacant(unified) => {
                 let id = Uuid::new_v4();
                 let partitions = match &self.store {
                     Some(store) if !validate_only => {
@@ -253,10 +302,13 @@ impl Topics {
                     name: new.name,
                     id,
                     configs: RwLock::new(new.configs),
+                    policy: RwLock::new(policy),
                     partitions: RwLock::new(partitions),
                 });
                 if !validate_only {
-                    slot.insert(topic.clone());
+                    self.names_by_id.insert(id, topic.name.clone());
+                    self.by_name.insert(topic.name.clone(), topic.clone());
+                    unified.insert(topic.name.clone());
                 }
                 Ok(topic)
             }
@@ -268,6 +320,9 @@ impl Topics {
             .by_name
             .remove(name)
             .ok_or_else(TopicError::unknown_topic)?;
+        self.names_by_id.remove(&topic.id);
+        self.names_by_unified
+            .remove_if(&unify_collision_chars(name), |_, holder| holder == name);
         if let Some(store) = &self.store {
             topic_store::delete(&store.dir, name);
         }
@@ -275,12 +330,14 @@ impl Topics {
     }
 
     /// Raises a topic's partition count; Kafka never lowers one (it would lose data and move
-    /// every key), and refuses an unchanged count too.
+    /// every key), and refuses an unchanged count too. `check_added` then sees how many
+    /// partitions are added (the request's manual assignments are checked against it).
     pub fn add_partitions(
         &self,
         name: &str,
         count: i32,
         validate_only: bool,
+        check_added: impl FnOnce(i32) -> Result<(), TopicError>,
     ) -> Result<(), TopicError> {
         let topic = self.get(name).ok_or_else(TopicError::unknown_topic)?;
         let mut partitions = topic.partitions.write();
@@ -297,6 +354,7 @@ impl Topics {
                 format!("Topic already has {current} partition(s)."),
             ));
         }
+        check_added(count - current)?;
         if count > MAX_PARTITIONS {
             return Err(TopicError::new(
                 ResponseError::InvalidPartitions,
@@ -362,6 +420,7 @@ impl Topics {
         for log in partitions.iter() {
             log.set_policy(policy);
         }
+        *topic.policy.write() = policy;
         *current = configs;
         Ok(())
     }
@@ -422,19 +481,30 @@ mod tests {
     fn partitions_only_grow_with_kafkas_messages() {
         let topics = Topics::default();
         topics.create(new("orders", 12), false).unwrap();
-        let err = topics.add_partitions("orders", 6, false).unwrap_err();
+        let err = topics
+            .add_partitions("orders", 6, false, |_| Ok(()))
+            .unwrap_err();
         assert_eq!(
             err.message,
             "The topic orders currently has 12 partition(s); 6 would not be an increase."
         );
-        let err = topics.add_partitions("orders", 12, false).unwrap_err();
+        let err = topics
+            .add_partitions("orders", 12, false, |_| Ok(()))
+            .unwrap_err();
         assert_eq!(err.message, "Topic already has 12 partition(s).");
-        topics.add_partitions("orders", 24, true).unwrap();
+        topics
+            .add_partitions("orders", 24, true, |_| Ok(()))
+            .unwrap();
         assert_eq!(topics.get("orders").unwrap().partition_count(), 12);
-        topics.add_partitions("orders", 24, false).unwrap();
+        topics
+            .add_partitions("orders", 24, false, |_| Ok(()))
+            .unwrap();
         assert_eq!(topics.get("orders").unwrap().partition_count(), 24);
         assert_eq!(
-            topics.add_partitions("nope", 2, false).unwrap_err().code,
+            topics
+                .add_partitions("nope", 2, false, |_| Ok(()))
+                .unwrap_err()
+                .code,
             ResponseError::UnknownTopicOrPartition
         );
     }
@@ -526,13 +596,17 @@ mod tests {
         topics.create(new("orders", 2), false).unwrap();
         let stray = dir.join("orders").join(crate::segment::file_name(2, 0));
         std::fs::write(&stray, "data").unwrap();
-        let err = topics.add_partitions("orders", 3, false).unwrap_err();
+        let err = topics
+            .add_partitions("orders", 3, false, |_| Ok(()))
+            .unwrap_err();
         assert_eq!(err.code, ResponseError::KafkaStorageError);
         assert_eq!(std::fs::read(&stray).unwrap(), b"data");
         assert_eq!(topics.get("orders").unwrap().partition_count(), 2);
         // An empty one (an interrupted earlier attempt) is taken over.
         std::fs::write(&stray, "").unwrap();
-        topics.add_partitions("orders", 3, false).unwrap();
+        topics
+            .add_partitions("orders", 3, false, |_| Ok(()))
+            .unwrap();
         drop(topics);
         let reopened = Topics::open(&dir, storage).unwrap();
         assert_eq!(reopened.get("orders").unwrap().partition_count(), 3);

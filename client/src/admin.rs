@@ -266,7 +266,9 @@ fn grow_request(topic: &str, total: i32, timeout_ms: i32) -> CreatePartitionsReq
         .with_timeout_ms(timeout_ms)
         .with_topics(vec![CreatePartitionsTopic::default()
             .with_name(topic_name(topic))
-            .with_count(total)])
+            .with_count(total)
+            // No manual assignment is null: Kafka reads an empty list as too few of them.
+            .with_assignments(None)])
 }
 
 fn creatable(t: &NewTopic) -> CreatableTopic {

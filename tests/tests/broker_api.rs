@@ -226,7 +226,8 @@ async fn produce_refuses_bad_batches_per_partition_only() {
             ResponseError::CorruptMessage,
         ),
         (Bytes::from(two), 9, ResponseError::InvalidRecord),
-        (Bytes::new(), 9, ResponseError::CorruptMessage),
+        // No batch at all: Kafka's `ProduceRequest.validateRecords`.
+        (Bytes::new(), 9, ResponseError::InvalidRecord),
         (
             batch(&[(None, "z", 1)], Compression::Zstd),
             6,
@@ -456,6 +457,75 @@ async fn list_offsets_latest_earliest_and_timestamps() {
     );
 }
 
+/// Kafka's checks of each ListOffsets partition (`ReplicaManager.fetchOffset`): a partition
+/// asked twice is INVALID_REQUEST, answered once; a special timestamp below the version that
+/// introduced it (-3 before v7, -4 and -5 before v8 and v9) or an unknown one is
+/// UNSUPPORTED_VERSION; `current_leader_epoch` older than the leader's is FENCED_LEADER_EPOCH,
+/// newer UNKNOWN_LEADER_EPOCH.
+#[tokio::test]
+async fn list_offsets_checks_versions_duplicates_and_the_leader_epoch_as_kafka_does() {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, "t", 2).await;
+    produce(&mut client, "t", 0, values(3), 9).await;
+    let ask = |asked: &[(i32, i64, i32)]| {
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(
+                    asked
+                        .iter()
+                        .map(|&(partition, timestamp, epoch)| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(partition)
+                                .with_timestamp(timestamp)
+                                .with_current_leader_epoch(epoch)
+                        })
+                        .collect(),
+                )])
+    };
+    let answers = |response: ListOffsetsResponse| -> Vec<(i32, i16, i64)> {
+        response.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code, p.offset))
+            .collect()
+    };
+    let invalid = ResponseError::InvalidRequest.code();
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    let request = ask(&[(0, -1, -1), (1, -1, -1), (0, -2, -1)]);
+    assert_eq!(
+        answers(client.call(&request, 7).await),
+        vec![(0, invalid, -1), (1, 0, 0)]
+    );
+    for version in [1, 6] {
+        let request = ask(&[(0, -3, -1)]);
+        assert_eq!(
+            answers(client.call(&request, version).await),
+            vec![(0, unsupported, -1)]
+        );
+    }
+    for timestamp in [-4, -5, -6] {
+        let request = ask(&[(0, timestamp, -1)]);
+        assert_eq!(
+            answers(client.call(&request, 7).await),
+            vec![(0, unsupported, -1)]
+        );
+    }
+    let request = ask(&[(0, -1, 0), (1, -1, 5)]);
+    assert_eq!(
+        answers(client.call(&request, 7).await),
+        vec![(0, 0, 3), (1, ResponseError::UnknownLeaderEpoch.code(), -1)]
+    );
+    let request = ask(&[(0, -1, -7)]);
+    assert_eq!(
+        answers(client.call(&request, 7).await),
+        vec![(0, ResponseError::FencedLeaderEpoch.code(), -1)]
+    );
+}
+
 #[tokio::test]
 async fn create_partitions_only_increases_and_moves_keys_as_kafka_does() {
     let broker = broker().await;
@@ -465,7 +535,8 @@ async fn create_partitions_only_increases_and_moves_keys_as_kafka_does() {
         CreatePartitionsRequest::default()
             .with_topics(vec![CreatePartitionsTopic::default()
                 .with_name(topic_name("orders"))
-                .with_count(count)])
+                .with_count(count)
+                .with_assignments(None)])
             .with_validate_only(validate_only)
     };
     let shrink = client.call(&grow(6, false), 3).await;

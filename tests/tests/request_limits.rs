@@ -172,7 +172,8 @@ async fn the_broker_holds_at_most_its_partition_limit() {
         CreatePartitionsRequest::default()
             .with_topics(vec![CreatePartitionsTopic::default()
                 .with_name(topic_name("a"))
-                .with_count(count)])
+                .with_count(count)
+                .with_assignments(None)])
             .with_timeout_ms(1000)
     };
     let refused = &client.call(&grow(61), 1).await.results[0];

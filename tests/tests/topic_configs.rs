@@ -590,3 +590,337 @@ async fn retention_ms_on_disk_deletes_whole_segments_and_a_restart_starts_after_
     broker.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// IncrementalAlterConfigs SET of one topic config: the resource's error code.
+async fn set_config(client: &mut RawClient, topic: &str, name: &str, value: &str) -> i16 {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configs(vec![incremental::AlterableConfig::default()
+                .with_name(s(name))
+                .with_config_operation(0)
+                .with_value(Some(s(value)))]),
+    ]);
+    client.call(&request, 1).await.responses[0].error_code
+}
+
+/// One record of `size` bytes of value.
+fn sized(size: usize) -> Bytes {
+    batch(&[(None, &"x".repeat(size), 1000)], Compression::None)
+}
+
+/// A topic's `max.message.bytes` is its limit both ways, whatever `--max-message-bytes` is:
+/// Kafka's `UnifiedLog.analyzeAndValidateRecords` compares the batch with the topic's config,
+/// whose default is the broker's.
+#[tokio::test]
+async fn a_topics_max_message_bytes_is_its_batch_limit_below_and_above_the_brokers() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        create_with(&mut client, "small", &[("max.message.bytes", "1000")])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(
+        create_with(&mut client, "large", &[("max.message.bytes", "5000000")])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(create_topic(&mut client, "plain", 1).await, 0);
+    let refused = produce(&mut client, "small", 0, sized(5_000), 9).await;
+    assert_eq!(refused.error_code, ResponseError::MessageTooLarge.code());
+    assert_eq!(
+        produce(&mut client, "small", 0, sized(900), 9)
+            .await
+            .error_code,
+        0
+    );
+    let two_mb = sized(2_000_000);
+    assert_eq!(
+        produce(&mut client, "large", 0, two_mb.clone(), 9)
+            .await
+            .error_code,
+        0
+    );
+    // Without the config the broker's 1 MiB default applies.
+    assert_eq!(
+        produce(&mut client, "plain", 0, two_mb.clone(), 9)
+            .await
+            .error_code,
+        ResponseError::MessageTooLarge.code()
+    );
+    // An alteration applies from the next produce on.
+    assert_eq!(
+        set_config(&mut client, "plain", "max.message.bytes", "3000000").await,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "plain", 0, two_mb, 9).await.error_code,
+        0
+    );
+    assert_eq!(
+        set_config(&mut client, "small", "max.message.bytes", "10000").await,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "small", 0, sized(5_000), 9)
+            .await
+            .error_code,
+        0
+    );
+    let read: Vec<i64> = read_all(&mut client, "plain", 0)
+        .await
+        .iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(read, vec![0]);
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// KIP-937: a CreateTime record stamped outside `[now - before.max.ms, now + after.max.ms]`
+/// fails its batch with INVALID_TIMESTAMP; a LogAppendTime topic takes any stamp.
+#[tokio::test]
+async fn records_stamped_outside_the_topics_timestamp_window_are_invalid() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let window = [
+        ("message.timestamp.before.max.ms", "60000"),
+        ("message.timestamp.after.max.ms", "60000"),
+    ];
+    assert_eq!(create_with(&mut client, "window", &window).await.0, 0);
+    let mut appended = window.to_vec();
+    appended.push(("message.timestamp.type", "LogAppendTime"));
+    assert_eq!(create_with(&mut client, "appended", &appended).await.0, 0);
+    assert_eq!(create_topic(&mut client, "default", 1).await, 0);
+    let hour = 3_600_000;
+    let stamped = |offsets: &[i64]| {
+        let now = now_ms();
+        let records: Vec<TestRecord<'_>> = offsets.iter().map(|o| (None, "v", now + o)).collect();
+        batch(&records, Compression::None)
+    };
+    let invalid = ResponseError::InvalidTimestamp.code();
+    for late_or_early in [&[-hour][..], &[hour], &[0, hour], &[-hour, 0]] {
+        let answer = produce(&mut client, "window", 0, stamped(late_or_early), 9).await;
+        assert_eq!(answer.error_code, invalid, "{late_or_early:?}");
+        let message = answer.error_message.unwrap().to_string();
+        assert!(message.contains("invalid timestamp"), "{message}");
+    }
+    assert_eq!(
+        produce(&mut client, "window", 0, stamped(&[0, 1000]), 9)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "appended", 0, stamped(&[-hour, hour]), 9)
+            .await
+            .error_code,
+        0
+    );
+    // Kafka 4.0's defaults: any time before now, at most an hour after it.
+    assert_eq!(
+        produce(&mut client, "default", 0, stamped(&[-100 * hour]), 9)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "default", 0, stamped(&[2 * hour]), 9)
+            .await
+            .error_code,
+        invalid
+    );
+    assert_eq!(
+        set_config(
+            &mut client,
+            "window",
+            "message.timestamp.before.max.ms",
+            "7200000"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "window", 0, stamped(&[-hour]), 9)
+            .await
+            .error_code,
+        0
+    );
+    let read: Vec<i64> = read_all(&mut client, "window", 0)
+        .await
+        .iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(read, vec![0, 1, 2]);
+}
+
+/// IncrementalAlterConfigs of one LIST config with `operation` (2 APPEND, 3 SUBTRACT).
+async fn edit_list(
+    client: &mut RawClient,
+    topic: &str,
+    operation: i8,
+    value: &str,
+) -> (i16, Option<String>) {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configs(vec![incremental::AlterableConfig::default()
+                .with_name(s(THROTTLED))
+                .with_config_operation(operation)
+                .with_value(Some(s(value)))]),
+    ]);
+    let answer = &client.call(&request, 1).await.responses[0];
+    (
+        answer.error_code,
+        answer.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+const THROTTLED: &str = "leader.replication.throttled.replicas";
+
+/// Config values are bounded as Kafka's are (32,767 bytes, the most a string of its protocol and
+/// metadata records holds), and a list grown by APPEND costs what its items do: 100k items in
+/// one value are refused whole; lists grown request by request up to the bound are exact.
+#[tokio::test]
+async fn config_values_are_bounded_as_kafkas_strings_and_list_edits_are_exact() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(create_topic(&mut client, "orders", 1).await, 0);
+    let invalid = ResponseError::InvalidRequest.code();
+    let huge = "x".repeat(19 << 20);
+    assert_eq!(
+        create_with(&mut client, "huge", &[("compression.type", &huge)])
+            .await
+            .0,
+        invalid
+    );
+    assert_eq!(
+        set_config(&mut client, "orders", "compression.type", &huge).await,
+        invalid
+    );
+    let items: Vec<String> = (0..100_000).map(|i| format!("{i}:1")).collect();
+    assert_eq!(
+        edit_list(&mut client, "orders", 2, &items.join(","))
+            .await
+            .0,
+        invalid
+    );
+    assert_eq!(config_of(&mut client, "orders", THROTTLED).await.0, "");
+    // 100 items a request while the list stays within the bound, then one past it.
+    let mut appended = Vec::new();
+    for chunk in items.chunks(100) {
+        let (error, message) = edit_list(&mut client, "orders", 2, &chunk.join(",")).await;
+        let joined_len = appended
+            .iter()
+            .chain(chunk)
+            .map(|i: &String| i.len() + 1)
+            .sum::<usize>()
+            - 1;
+        if joined_len > 32_767 {
+            assert_eq!(error, invalid, "{joined_len}");
+            assert!(message.unwrap().contains("32767 bytes"));
+            break;
+        }
+        assert_eq!(error, 0, "{joined_len}");
+        appended.extend_from_slice(chunk);
+    }
+    assert_eq!(
+        config_of(&mut client, "orders", THROTTLED).await.0,
+        appended.join(",")
+    );
+    // Subtracting every other item leaves the rest in order.
+    let odd: Vec<String> = appended.iter().skip(1).step_by(2).cloned().collect();
+    assert_eq!(
+        edit_list(&mut client, "orders", 3, &odd.join(",")).await.0,
+        0
+    );
+    let even: Vec<String> = appended.iter().step_by(2).cloned().collect();
+    assert_eq!(
+        config_of(&mut client, "orders", THROTTLED).await.0,
+        even.join(",")
+    );
+}
+
+/// CreateTopics v5+ answers each created topic's configs as DescribeConfigs lists them
+/// (KIP-525), validate_only too; `remote.storage.enable=true` is refused as by a Kafka without
+/// tiered storage.
+#[tokio::test]
+async fn create_topics_v5_answers_the_effective_configs_and_refuses_remote_storage() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let request = |name: &str, validate_only: bool| {
+        CreateTopicsRequest::default()
+            .with_validate_only(validate_only)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(topic_name(name))
+                .with_num_partitions(1)
+                .with_replication_factor(1)
+                .with_configs(vec![CreatableTopicConfig::default()
+                    .with_name(s("retention.ms"))
+                    .with_value(Some(s("1000")))])])
+    };
+    for (name, validate_only) in [("dry", true), ("orders", false)] {
+        let created = client
+            .call(&request(name, validate_only), 7)
+            .await
+            .topics
+            .remove(0);
+        assert_eq!(created.error_code, 0);
+        let answered: Vec<(String, String, i8)> = created
+            .configs
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.value.clone().unwrap().to_string(),
+                    c.config_source,
+                )
+            })
+            .collect();
+        assert!(answered.contains(&("retention.ms".into(), "1000".into(), 1)));
+        assert!(answered.contains(&("cleanup.policy".into(), "delete".into(), 5)));
+        if !validate_only {
+            let described: Vec<(String, String, i8)> =
+                client.call(&describe(name), 4).await.results[0]
+                    .configs
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.name.to_string(),
+                            c.value.clone().unwrap().to_string(),
+                            c.config_source,
+                        )
+                    })
+                    .collect();
+            assert_eq!(answered, described);
+        }
+    }
+    let (code, message) =
+        create_with(&mut client, "tiered", &[("remote.storage.enable", "true")]).await;
+    assert_eq!(code, ResponseError::InvalidConfig.code());
+    assert_eq!(
+        message,
+        "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+    );
+    assert_eq!(
+        create_with(&mut client, "local", &[("remote.storage.enable", "false")])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(
+        set_config(&mut client, "local", "remote.storage.enable", "TRUE").await,
+        ResponseError::InvalidConfig.code()
+    );
+}

@@ -440,3 +440,71 @@ async fn transaction_state_survives_a_kill_9() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("broker.log"));
 }
+
+/// ListOffsets of "t" partition 0 by `timestamp` at `isolation`: `(timestamp, offset)`.
+async fn offset_for(client: &mut RawClient, timestamp: i64, isolation: i8) -> (i64, i64) {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(timestamp)])]);
+    let answer = client.call(&request, 7).await;
+    let p = &answer.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    (p.timestamp, p.offset)
+}
+
+/// Kafka answers no offset for a lookup by time or max timestamp whose record lies at or past
+/// what the consumer may read (the last stable offset for read_committed), so a consumer seeking
+/// by time does not skip over an open transaction.
+#[tokio::test]
+async fn read_committed_lookups_by_time_never_answer_past_the_last_stable_offset() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    let plain: Vec<TestRecord<'_>> = (0..3).map(|i| (None, "p", 1_000 + i)).collect();
+    assert_eq!(
+        produce(&mut client, "t", 0, batch(&plain, Compression::None), 9)
+            .await
+            .error_code,
+        0
+    );
+    let (_, pid, epoch) = init(&mut client, "pay", 60_000).await;
+    let producer = (pid, epoch);
+    add_partitions(&mut client, "pay", producer, &[0], 3).await;
+    let stamp = ProducerStamp {
+        id: pid,
+        epoch,
+        base_sequence: 0,
+    };
+    let open = records_batch(
+        &[(None, Some("late"), 5_000)],
+        Compression::None,
+        Some(stamp),
+        true,
+    );
+    assert_eq!(produce(&mut client, "t", 0, open, 9).await.base_offset, 3);
+    for (timestamp, uncommitted) in [(1_001, (1_001, 1)), (2_000, (5_000, 3)), (-3, (5_000, 3))] {
+        assert_eq!(
+            offset_for(&mut client, timestamp, UNCOMMITTED).await,
+            uncommitted
+        );
+        let committed = if uncommitted.1 < 3 {
+            uncommitted
+        } else {
+            (-1, -1)
+        };
+        assert_eq!(
+            offset_for(&mut client, timestamp, COMMITTED).await,
+            committed,
+            "{timestamp}"
+        );
+    }
+    assert_eq!(end(&mut client, "pay", producer, true).await, 0);
+    assert_eq!(offset_for(&mut client, 2_000, COMMITTED).await, (5_000, 3));
+    // The commit marker, stamped with the broker's clock, now holds the largest timestamp (as in
+    // Kafka, whose time index holds control batches too).
+    assert_eq!(offset_for(&mut client, -3, COMMITTED).await.1, 4);
+}

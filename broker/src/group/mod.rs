@@ -14,17 +14,19 @@ pub mod state;
 mod timer;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use dashmap::DashMap;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use messages::{
     GroupListing, GroupSummary, JoinRequest, JoinResult, LeavingMember, OffsetCommit, SyncRequest,
     SyncResult,
 };
-use offsets::{metadata_too_large, CommittedOffset};
+use offsets::{metadata_too_large, CommitTime, CommittedOffset};
 use offsets_log::{OffsetChange, OffsetsLog, ReplayedOffsets};
 use state::{Group, GroupState, Timing};
 use timer::GroupCell;
@@ -62,12 +64,16 @@ impl GroupCoordinator {
 
     /// Keeps committed offsets in `log` from now on, starting from what it replayed: each group
     /// comes back Empty, holding its offsets, as after a Kafka coordinator loads its partition.
+    /// The file holds no commit times: a replayed offset's retention starts again at the start.
     pub fn persist_to(mut self, log: OffsetsLog, replayed: ReplayedOffsets) -> Self {
         for (group_id, partitions) in replayed {
             let cell = self.get_or_create(&group_id);
             cell.read_mut(|group| {
                 for ((topic, partition), committed) in partitions {
-                    group.offsets_mut().commit(&topic, partition, committed);
+                    let time = CommitTime::now();
+                    group
+                        .offsets_mut()
+                        .commit(&topic, partition, committed, time);
                 }
             });
         }
@@ -181,8 +187,10 @@ impl GroupCoordinator {
         cell.with(&self.shutdown, |group, now| group.leave(leaving, now))
     }
 
-    /// Commits offsets whose topics and partitions the caller has checked. The outer error
-    /// fails every partition; otherwise one result per commit, in order.
+    /// Commits offsets whose topics and partitions the caller has checked, kept for
+    /// `retention_time_ms` when it is not -1 (OffsetCommit v2-4). The outer error fails every
+    /// partition; otherwise one result per commit, in order.
+    #[allow(clippy::too_many_arguments)]
     pub fn commit_offsets(
         &self,
         group_id: &str,
@@ -190,6 +198,7 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
         generation_id: i32,
         commits: Vec<OffsetCommit>,
+        retention_time_ms: i64,
         version: i16,
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
         let cell = match self.get(group_id) {
@@ -202,7 +211,16 @@ impl GroupCoordinator {
         };
         cell.with(&self.shutdown, |group, now| {
             group.validate_offset_commit(member_id, group_instance_id, generation_id, now)?;
-            Ok(self.store_commits(group_id, group, commits))
+            // Kafka's `expireTimestampMs`: the commit's time plus its retention, unless -1.
+            let expires_at = match retention_time_ms {
+                -1 => None,
+                ms => now.checked_add(Duration::from_millis(ms.max(0) as u64)),
+            };
+            let time = CommitTime {
+                at: now,
+                expires_at,
+            };
+            Ok(self.store_commits(group_id, group, commits, time))
         })
     }
 
@@ -231,8 +249,16 @@ impl GroupCoordinator {
     /// coordinator applies them at the commit marker.
     pub fn commit_transactional(&self, group_id: &str, commits: Vec<OffsetCommit>) {
         let cell = self.get_or_create(group_id);
-        cell.with(&self.shutdown, |group, _| {
-            self.store_commits(group_id, group, commits);
+        cell.with(&self.shutdown, |group, now| {
+            self.store_commits(
+                group_id,
+                group,
+                commits,
+                CommitTime {
+                    at: now,
+                    expires_at: None,
+                },
+            );
         });
     }
 
@@ -242,6 +268,7 @@ impl GroupCoordinator {
         group_id: &str,
         group: &mut Group,
         commits: Vec<OffsetCommit>,
+        time: CommitTime,
     ) -> Vec<Option<ResponseError>> {
         let mut results = Vec::with_capacity(commits.len());
         let mut accepted = Vec::new();
@@ -283,7 +310,7 @@ impl GroupCoordinator {
                 ..
             } = change
             {
-                offsets.commit(&topic, partition, committed);
+                offsets.commit(&topic, partition, committed, time);
             }
         }
         results
@@ -382,6 +409,96 @@ impl GroupCoordinator {
             }
             Ok(results)
         })
+    }
+
+    /// A deleted topic's offsets leave every group, as Kafka's coordinator writes a tombstone
+    /// for each (`OffsetMetadataManager.onPartitionsDeleted`): a consumer of a topic created
+    /// again under the name starts by its `auto.offset.reset`, not at an offset of the old one.
+    pub fn delete_topic_offsets(&self, topic: &str) -> Result<(), ResponseError> {
+        for cell in self.all() {
+            cell.read_mut(|group| {
+                let partitions = group.offsets().partitions_of(topic);
+                if partitions.is_empty() {
+                    return Ok(());
+                }
+                if let Some(log) = &self.offsets_log {
+                    let tombstones: Vec<OffsetChange> = partitions
+                        .into_iter()
+                        .map(|partition| OffsetChange::DeleteOffset {
+                            group: group.id().to_string(),
+                            topic: topic.to_string(),
+                            partition,
+                        })
+                        .collect();
+                    log.append(&tombstones).map_err(|e| {
+                        tracing::error!(topic, "offsets of a deleted topic not removed: {e}");
+                        ResponseError::KafkaStorageError
+                    })?;
+                }
+                group.offsets_mut().remove_topic(topic);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's `cleanupGroupMetadata`: every group's expired offsets go (tombstones written
+    /// first), and a group left Empty without offsets is deleted. Returns how many offsets
+    /// expired.
+    pub fn expire_offsets(&self, retention: Duration) -> usize {
+        let now = Instant::now();
+        let mut expired_count = 0;
+        for cell in self.all() {
+            cell.read_mut(|group| {
+                let expired = group.expired_offsets(now, retention);
+                if !expired.is_empty() {
+                    if let Some(log) = &self.offsets_log {
+                        let tombstones: Vec<OffsetChange> = expired
+                            .iter()
+                            .map(|(topic, partition)| OffsetChange::DeleteOffset {
+                                group: group.id().to_string(),
+                                topic: topic.clone(),
+                                partition: *partition,
+                            })
+                            .collect();
+                        if let Err(e) = log.append(&tombstones) {
+                            tracing::error!(group = group.id(), "expired offsets kept: {e}");
+                            return;
+                        }
+                    }
+                    expired_count += expired.len();
+                    for (topic, partition) in &expired {
+                        group.offsets_mut().remove(topic, *partition);
+                    }
+                }
+                if group.state() == GroupState::Empty && group.offsets().is_empty() {
+                    // Nothing left on disk for it: no DeleteGroup entry is needed.
+                    if group.delete().is_ok() {
+                        self.groups
+                            .remove_if(group.id(), |_, existing| Arc::ptr_eq(existing, &cell));
+                    }
+                }
+            });
+        }
+        expired_count
+    }
+
+    /// Expires offsets every `period` (Kafka's `offsets.retention.check.interval.ms`) until the
+    /// coordinator stops.
+    pub async fn expire_offsets_every(&self, period: Duration, retention: Duration) {
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            let expired = self.expire_offsets(retention);
+            if expired > 0 {
+                tracing::info!(expired, "committed offsets expired");
+            }
+        }
     }
 
     /// Every committed offset of a group, as `(topic, partition, offset)`; `None` for an
@@ -531,7 +648,7 @@ mod tests {
             metadata: None,
         };
         assert_eq!(
-            groups.commit_offsets("simple", "", None, -1, vec![commit], 8),
+            groups.commit_offsets("simple", "", None, -1, vec![commit], -1, 8),
             Ok(vec![None])
         );
         assert_eq!(groups.group_ids(), vec!["simple".to_string()]);

@@ -51,8 +51,13 @@ pub struct OffsetsLog {
 }
 
 impl OffsetsLog {
-    /// Replays the file at `path` (if any), then rewrites it holding only the current offsets.
-    pub fn open(path: &Path) -> io::Result<(Self, ReplayedOffsets)> {
+    /// Replays the file at `path` (if any), then rewrites it holding only the current offsets
+    /// of topics for which `topic_exists`: a topic deleted by a broker that stopped before its
+    /// offsets' removal was written takes them with it here.
+    pub fn open(
+        path: &Path,
+        topic_exists: impl Fn(&str) -> bool,
+    ) -> io::Result<(Self, ReplayedOffsets)> {
         let mut content = Vec::new();
         match File::open(path) {
             Ok(mut file) => {
@@ -100,6 +105,10 @@ impl OffsetsLog {
                 }
             }
         }
+        for partitions in offsets.values_mut() {
+            partitions.retain(|(topic, _), _| topic_exists(topic));
+        }
+        offsets.retain(|_, partitions| !partitions.is_empty());
         let file = compact(path, &offsets)?;
         Ok((
             Self {
@@ -288,7 +297,7 @@ mod tests {
         let path = dir.join("consumer_offsets");
         let _ = std::fs::remove_file(&path);
         {
-            let (log, replayed) = OffsetsLog::open(&path).unwrap();
+            let (log, replayed) = OffsetsLog::open(&path, |_| true).unwrap();
             assert!(replayed.is_empty());
             log.append(&[commit("billing", 0, 5), commit("billing", 1, 7)])
                 .unwrap();
@@ -318,7 +327,7 @@ mod tests {
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
         file.write_all(&torn[..torn.len() - 3]).unwrap();
         drop(file);
-        let (_, replayed) = OffsetsLog::open(&path).unwrap();
+        let (_, replayed) = OffsetsLog::open(&path, |_| true).unwrap();
         let billing = &replayed["billing"];
         assert_eq!(billing.len(), 2);
         assert_eq!(billing[&("orders".to_string(), 0)].offset, 9);
@@ -331,6 +340,32 @@ mod tests {
         // Compacted: one entry per committed partition.
         let (changes, _) = parse(&std::fs::read(&path).unwrap());
         assert_eq!(changes.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn offsets_of_topics_that_no_longer_exist_are_dropped_at_open() {
+        let dir = std::env::temp_dir().join(format!("offsets-log-gone-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("consumer_offsets");
+        let _ = std::fs::remove_file(&path);
+        let (log, _) = OffsetsLog::open(&path, |_| true).unwrap();
+        let mut other = commit("billing", 0, 4);
+        if let OffsetChange::Commit { topic, .. } = &mut other {
+            *topic = "other".into();
+        }
+        log.append(&[commit("billing", 0, 5), other, commit("audit", 1, 2)])
+            .unwrap();
+        drop(log);
+        let (_, replayed) = OffsetsLog::open(&path, |topic| topic == "other").unwrap();
+        assert_eq!(
+            replayed.len(),
+            1,
+            "audit had offsets of the deleted topic only"
+        );
+        assert_eq!(replayed["billing"][&("other".to_string(), 0)].offset, 4);
+        let (changes, _) = parse(&std::fs::read(&path).unwrap());
+        assert_eq!(changes.len(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -16,12 +16,13 @@
 //! | Dead | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE | COORDINATOR_NOT_AVAILABLE |
 //!
 //! The submodules hold the requests ([`join`], [`sync`], [`leave`]), the phase changes and
-//! timers they share ([`rebalance`]), and which offsets OffsetDelete may drop
-//! ([`offset_delete`]).
+//! timers they share ([`rebalance`]), which offsets OffsetDelete may drop
+//! ([`offset_delete`]), and which expire ([`offset_expiry`]).
 
 mod join;
 mod leave;
 mod offset_delete;
+mod offset_expiry;
 mod rebalance;
 mod sync;
 #[cfg(test)]
@@ -138,6 +139,9 @@ pub struct Group {
     id: String,
     state: GroupState,
     previous_state: GroupState,
+    /// When the group entered its state (Kafka's `currentStateTimestamp`): an Empty group's
+    /// offsets are kept `offsets.retention.minutes` from then.
+    state_since: Instant,
     generation: i32,
     protocol_type: Option<String>,
     protocol_name: Option<String>,
@@ -171,6 +175,7 @@ impl Group {
             id: id.into(),
             state: GroupState::Empty,
             previous_state: GroupState::Dead,
+            state_since: Instant::now(),
             generation: 0,
             protocol_type: None,
             protocol_name: None,
@@ -305,6 +310,7 @@ impl Group {
         }
         self.previous_state = self.state;
         self.state = next;
+        self.state_since = Instant::now();
     }
 
     /// Kafka's `validateMember`: a static member must be the instance's current member id.

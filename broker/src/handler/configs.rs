@@ -2,7 +2,7 @@
 //! (every config, with where its value comes from) and for the broker (its flags, which cannot
 //! be altered while it runs).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -52,6 +52,41 @@ fn broker_default(def: &Def, config: &BrokerConfig) -> (String, i8) {
     }
 }
 
+/// One topic config as it applies to a topic: its value and where that comes from, and the
+/// default it would have unset.
+pub struct Effective {
+    pub def: &'static Def,
+    pub value: String,
+    pub source: i8,
+    default: String,
+    default_source: i8,
+}
+
+/// Every listed topic config of a topic whose own configs are `set`, in name order: what
+/// DescribeConfigs reports, and CreateTopics v5+ with the topic it created.
+pub fn effective<'a>(
+    config: &'a BrokerConfig,
+    set: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = Effective> + 'a {
+    topic_config::DEFS
+        .iter()
+        .filter(|d| !d.internal)
+        .map(move |def| {
+            let (default, default_source) = broker_default(def, config);
+            let (value, source) = match set.get(def.name) {
+                Some(value) => (value.clone(), SOURCE_TOPIC),
+                None => (default.clone(), default_source),
+            };
+            Effective {
+                def,
+                value,
+                source,
+                default,
+                default_source,
+            }
+        })
+}
+
 pub fn describe(
     state: &BrokerState,
     request: DescribeConfigsRequest,
@@ -82,19 +117,14 @@ pub fn describe(
                 RESOURCE_TOPIC => match state.topics.get(&resource.resource_name) {
                     Some(topic) => {
                         let set = topic.configs();
-                        let configs = topic_config::DEFS
-                            .iter()
-                            .filter(|d| !d.internal && wanted(d.name))
-                            .map(|d| {
-                                let (default, default_source) = broker_default(d, &state.config);
-                                let (value, source) = match set.get(d.name) {
-                                    Some(value) => (value.clone(), SOURCE_TOPIC),
-                                    None => (default.clone(), default_source),
-                                };
-                                let mut e = entry(d.name, value, source, Some(d.kind));
+                        let configs = effective(&state.config, &set)
+                            .filter(|c| wanted(c.def.name))
+                            .map(|c| {
+                                let d = c.def;
+                                let mut e = entry(d.name, c.value, c.source, Some(d.kind));
                                 if request.include_synonyms {
                                     e.synonyms =
-                                        synonyms(d, set.get(d.name), &default, default_source);
+                                        synonyms(d, set.get(d.name), &c.default, c.default_source);
                                 }
                                 e
                             })
@@ -280,13 +310,12 @@ pub fn incremental_alter(
                         .topics
                         .get(&resource.resource_name)
                         .ok_or_else(TopicError::unknown_topic)?;
-                    let mut configs = topic.configs();
+                    let mut edit = Edit::new(topic.configs());
                     for c in &resource.configs {
-                        let name = c.name.to_string();
-                        let value = c.value.as_ref().map(|v| v.to_string());
-                        apply(&mut configs, name, c.config_operation, value)?;
+                        let value = c.value.as_ref().map(|v| v.as_str());
+                        edit.apply(&c.name, c.config_operation, value)?;
                     }
-                    Ok(configs)
+                    Ok(edit.finish())
                 },
             );
             AlterConfigsResourceResponse::default()
@@ -316,67 +345,129 @@ fn alter_one<'a>(
     })())
 }
 
-/// One operation of IncrementalAlterConfigs on a topic's configs.
-fn apply(
-    configs: &mut BTreeMap<String, String>,
-    name: String,
-    operation: i8,
-    value: Option<String>,
-) -> Result<(), TopicError> {
-    let list_only = |verb: &str| {
-        TopicError::new(
-            ResponseError::InvalidConfig,
-            format!("Config value {verb} is not allowed for config key: {name}"),
-        )
-    };
-    match operation {
-        OP_SET => {
-            let value = value.ok_or_else(|| null_value(&name))?;
-            configs.insert(name, value);
+/// A LIST config being appended to or subtracted from: its items in order (a subtracted one
+/// leaves a hole) and where each is, so that each item an operation names costs O(1) and a
+/// request costs what its items do, however many operations it has.
+struct EditedList {
+    items: Vec<Option<String>>,
+    positions: HashMap<String, usize>,
+    /// The joined value's length (items and commas), checked against the bound as it grows.
+    joined_len: usize,
+}
+
+impl EditedList {
+    fn parse(value: &str) -> Self {
+        let mut list = Self {
+            items: Vec::new(),
+            positions: HashMap::new(),
+            joined_len: 0,
+        };
+        for item in topic_config::list(value) {
+            list.append(item);
         }
-        OP_DELETE => {
-            configs.remove(&name);
+        list
+    }
+
+    fn append(&mut self, item: &str) {
+        if self.positions.contains_key(item) {
+            return;
         }
-        OP_APPEND | OP_SUBTRACT => {
-            let def = topic_config::lookup(&name).ok_or_else(|| {
-                TopicError::new(
-                    ResponseError::InvalidConfig,
-                    format!("Unknown topic config name: {name}"),
-                )
-            })?;
-            if def.kind != Kind::List {
-                return Err(list_only(if operation == OP_APPEND {
-                    "append"
-                } else {
-                    "subtract"
-                }));
-            }
-            let value = value.ok_or_else(|| null_value(&name))?;
-            let current = configs
-                .get(&name)
-                .map_or(def.default.to_string(), Clone::clone);
-            let mut items: Vec<String> = topic_config::list(&current)
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-            for item in topic_config::list(&value) {
-                if operation == OP_APPEND {
-                    if !items.iter().any(|i| i == item) {
-                        items.push(item.to_string());
-                    }
-                } else {
-                    items.retain(|i| i != item);
-                }
-            }
-            configs.insert(name, items.join(","));
-        }
-        other => {
-            return Err(invalid_request(format!(
-                "Unknown config operation {other} for {name}"
-            )))
+        self.joined_len += item.len() + usize::from(!self.positions.is_empty());
+        self.positions.insert(item.to_string(), self.items.len());
+        self.items.push(Some(item.to_string()));
+    }
+
+    fn subtract(&mut self, item: &str) {
+        if let Some(at) = self.positions.remove(item) {
+            self.items[at] = None;
+            self.joined_len -= item.len() + usize::from(!self.positions.is_empty());
         }
     }
-    Ok(())
+
+    fn join(self) -> String {
+        let items: Vec<String> = self.items.into_iter().flatten().collect();
+        items.join(",")
+    }
+}
+
+/// IncrementalAlterConfigs' operations on one topic's configs, in order.
+struct Edit {
+    configs: BTreeMap<String, String>,
+    /// Lists being appended to or subtracted from, joined into `configs` at the end.
+    lists: HashMap<String, EditedList>,
+}
+
+impl Edit {
+    fn new(configs: BTreeMap<String, String>) -> Self {
+        Self {
+            configs,
+            lists: HashMap::new(),
+        }
+    }
+
+    fn apply(&mut self, name: &str, operation: i8, value: Option<&str>) -> Result<(), TopicError> {
+        if let Some(value) = value {
+            topic_config::check_value_len(name, value.len())?;
+        }
+        let list_only = |verb: &str| {
+            TopicError::new(
+                ResponseError::InvalidConfig,
+                format!("Config value {verb} is not allowed for config key: {name}"),
+            )
+        };
+        match operation {
+            OP_SET => {
+                let value = value.ok_or_else(|| null_value(name))?;
+                self.lists.remove(name);
+                self.configs.insert(name.to_string(), value.to_string());
+            }
+            OP_DELETE => {
+                self.lists.remove(name);
+                self.configs.remove(name);
+            }
+            OP_APPEND | OP_SUBTRACT => {
+                let def = topic_config::lookup(name).ok_or_else(|| {
+                    TopicError::new(
+                        ResponseError::InvalidConfig,
+                        format!("Unknown topic config name: {name}"),
+                    )
+                })?;
+                if def.kind != Kind::List {
+                    return Err(list_only(if operation == OP_APPEND {
+                        "append"
+                    } else {
+                        "subtract"
+                    }));
+                }
+                let value = value.ok_or_else(|| null_value(name))?;
+                let configs = &self.configs;
+                let list = self.lists.entry(name.to_string()).or_insert_with(|| {
+                    EditedList::parse(configs.get(name).map_or(def.default, String::as_str))
+                });
+                for item in topic_config::list(value) {
+                    if operation == OP_APPEND {
+                        list.append(item);
+                    } else {
+                        list.subtract(item);
+                    }
+                }
+                topic_config::check_value_len(name, list.joined_len)?;
+            }
+            other => {
+                return Err(invalid_request(format!(
+                    "Unknown config operation {other} for {name}"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> BTreeMap<String, String> {
+        for (name, list) in self.lists {
+            self.configs.insert(name, list.join());
+        }
+        self.configs
+    }
 }
 
 fn answer(outcome: Result<(), TopicError>) -> (i16, Option<StrBytes>) {
@@ -394,44 +485,76 @@ mod tests {
 
     #[test]
     fn incremental_operations_set_delete_append_and_subtract() {
-        let mut configs = BTreeMap::new();
-        apply(
-            &mut configs,
-            "retention.ms".into(),
-            OP_SET,
-            Some("1000".into()),
-        )
-        .unwrap();
-        apply(
-            &mut configs,
-            "cleanup.policy".into(),
-            OP_APPEND,
-            Some("compact".into()),
-        )
-        .unwrap();
-        assert_eq!(configs["cleanup.policy"], "delete,compact");
-        apply(
-            &mut configs,
-            "cleanup.policy".into(),
-            OP_SUBTRACT,
-            Some("delete".into()),
-        )
-        .unwrap();
-        assert_eq!(configs["cleanup.policy"], "compact");
-        apply(&mut configs, "retention.ms".into(), OP_DELETE, None).unwrap();
-        assert!(!configs.contains_key("retention.ms"));
-        let err = apply(
-            &mut configs,
-            "retention.ms".into(),
-            OP_APPEND,
-            Some("1".into()),
-        );
+        let mut edit = Edit::new(BTreeMap::new());
+        edit.apply("retention.ms", OP_SET, Some("1000")).unwrap();
+        edit.apply("cleanup.policy", OP_APPEND, Some("compact"))
+            .unwrap();
+        edit.apply("cleanup.policy", OP_APPEND, Some("compact,delete"))
+            .unwrap();
+        assert_eq!(edit.finish()["cleanup.policy"], "delete,compact");
+        let mut edit = Edit::new(BTreeMap::from([(
+            "cleanup.policy".to_string(),
+            "delete,compact".to_string(),
+        )]));
+        edit.apply("cleanup.policy", OP_SUBTRACT, Some("delete"))
+            .unwrap();
+        edit.apply("retention.ms", OP_SET, Some("1000")).unwrap();
+        edit.apply("retention.ms", OP_DELETE, None).unwrap();
+        let err = edit
+            .apply("retention.ms", OP_APPEND, Some("1"))
+            .unwrap_err();
         assert_eq!(
-            err.unwrap_err().message,
+            err.message,
             "Config value append is not allowed for config key: retention.ms"
         );
-        let err = apply(&mut configs, "retention.ms".into(), OP_SET, None).unwrap_err();
+        let err = edit.apply("retention.ms", OP_SET, None).unwrap_err();
         assert_eq!(err.code, ResponseError::InvalidRequest);
+        let configs = edit.finish();
+        assert_eq!(configs["cleanup.policy"], "compact");
+        assert!(!configs.contains_key("retention.ms"));
         assert!(duplicates(["a", "b", "a"].into_iter()).is_err());
+    }
+
+    #[test]
+    fn a_hundred_thousand_list_operations_cost_what_their_items_do() {
+        const KEY: &str = "leader.replication.throttled.replicas";
+        let mut edit = Edit::new(BTreeMap::new());
+        // Appends and subtracts of the same few items, 100k operations, beside what Kafka's
+        // list semantics give (a short list, so a plain vector models it).
+        let mut expected: Vec<String> = Vec::new();
+        for i in 0..100_000 {
+            let item = format!("{}:1", i % 10);
+            if i % 3 == 2 {
+                edit.apply(KEY, OP_SUBTRACT, Some(&item)).unwrap();
+                expected.retain(|e| *e != item);
+            } else {
+                edit.apply(KEY, OP_APPEND, Some(&item)).unwrap();
+                if !expected.contains(&item) {
+                    expected.push(item);
+                }
+            }
+        }
+        assert_eq!(edit.finish()[KEY], expected.join(","));
+        // 100k distinct items in one value: refused once the list passes the bound.
+        let items: Vec<String> = (0..100_000).map(|i| format!("{i}:1")).collect();
+        let mut edit = Edit::new(BTreeMap::new());
+        let err = edit
+            .apply(KEY, OP_APPEND, Some(&items.join(",")))
+            .unwrap_err();
+        assert_eq!(err.code, ResponseError::InvalidRequest);
+        let mut edit = Edit::new(BTreeMap::new());
+        let mut refused = None;
+        for (i, item) in items.iter().enumerate() {
+            if let Err(e) = edit.apply(KEY, OP_APPEND, Some(item)) {
+                refused = Some((i, e.code));
+                break;
+            }
+        }
+        // Refused at the item that takes the joined value past the bound, not before.
+        let (at, code) = refused.expect("the bound is reached");
+        let joined: usize = items[..=at].iter().map(|i| i.len() + 1).sum::<usize>() - 1;
+        assert!(joined > topic_config::MAX_VALUE_BYTES, "{joined}");
+        assert!(joined - items[at].len() - 1 <= topic_config::MAX_VALUE_BYTES);
+        assert_eq!(code, ResponseError::InvalidRequest);
     }
 }

@@ -73,6 +73,7 @@ pub fn commit(
             request.group_instance_id.as_deref(),
             request.generation_id_or_member_epoch,
             commits,
+            request.retention_time_ms,
             version,
         )
     };

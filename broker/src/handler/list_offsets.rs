@@ -8,6 +8,8 @@
 //! whole; a batch stored before (an older data dir, a lowered limit) is answered at Kafka's index
 //! granularity instead: its first offset, with its max timestamp.
 
+use std::collections::HashSet;
+
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -26,38 +28,83 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
+/// The first ListOffsets version that may ask for each special timestamp (Kafka's
+/// `ReplicaManager.timestampMinSupportedVersion`); any other negative one, or one asked below its
+/// version, is UNSUPPORTED_VERSION. -4 (earliest local) and -5 (latest tiered) need v8 and v9,
+/// above what this broker serves.
+const SPECIAL_TIMESTAMPS: [(i64, i16); 3] = [(LATEST, 1), (EARLIEST, 1), (MAX_TIMESTAMP, 7)];
+
+fn timestamp_unsupported(timestamp: i64, version: i16) -> bool {
+    timestamp < 0
+        && !SPECIAL_TIMESTAMPS
+            .iter()
+            .any(|&(special, since)| special == timestamp && version >= since)
+}
+
+/// The leader epoch of every partition here: one broker, never re-elected.
+const LEADER_EPOCH: i32 = 0;
+
+/// Kafka's check of a request's `current_leader_epoch` (`Partition.localLogWithEpochOrThrow`):
+/// -1 is "unknown"; an older epoch is fenced, a newer one not known yet.
+fn check_leader_epoch(current_leader_epoch: i32) -> Result<(), ResponseError> {
+    match current_leader_epoch {
+        -1 | LEADER_EPOCH => Ok(()),
+        epoch if epoch < LEADER_EPOCH => Err(ResponseError::FencedLeaderEpoch),
+        _ => Err(ResponseError::UnknownLeaderEpoch),
+    }
+}
+
 pub fn handle(
     state: &BrokerState,
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
     // Leader epochs exist from v4; setting one below fails to encode.
-    let leader_epoch = if version >= 4 { 0 } else { -1 };
+    let leader_epoch = if version >= 4 { LEADER_EPOCH } else { -1 };
+    let isolation = Isolation::from_code(request.isolation_level);
+    let limit = state.config.max_uncompressed_batch_bytes;
+    // A partition asked twice is answered once, INVALID_REQUEST (`ListOffsetsRequest`'s
+    // duplicatePartitions, then `ReplicaManager.fetchOffset`).
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<(&str, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.as_str(), p.partition_index))
+        })
+        .filter(|asked| !seen.insert(*asked))
+        .collect();
+    let mut answered = HashSet::new();
     let topics = request
         .topics
-        .into_iter()
+        .iter()
         .map(|t| {
             let topic = state.topics.get(&t.name);
             let partitions = t
                 .partitions
                 .iter()
+                .filter(|p| answered.insert((t.name.as_str(), p.partition_index)))
                 .map(|p| {
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    let Some(log) = topic.as_ref().and_then(|t| t.partition(p.partition_index))
-                    else {
-                        return response
-                            .with_error_code(code(ResponseError::UnknownTopicOrPartition))
-                            .with_timestamp(-1)
-                            .with_offset(-1);
+                    let log = topic.as_ref().and_then(|t| t.partition(p.partition_index));
+                    let outcome = if duplicates.contains(&(t.name.as_str(), p.partition_index)) {
+                        Err(ResponseError::InvalidRequest)
+                    } else if timestamp_unsupported(p.timestamp, version) {
+                        Err(ResponseError::UnsupportedVersion)
+                    } else if let Some(log) = log {
+                        check_leader_epoch(p.current_leader_epoch)
+                            .and_then(|()| lookup(&log, p.timestamp, limit, isolation))
+                    } else {
+                        Err(ResponseError::UnknownTopicOrPartition)
                     };
-                    let limit = state.config.max_uncompressed_batch_bytes;
-                    let isolation = Isolation::from_code(request.isolation_level);
-                    match lookup(&log, p.timestamp, limit, isolation) {
+                    match outcome {
                         Ok((timestamp, offset)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(leader_epoch),
+                            .with_leader_epoch(if offset < 0 { -1 } else { leader_epoch }),
                         Err(error) => response
                             .with_error_code(code(error))
                             .with_timestamp(-1)
@@ -66,7 +113,7 @@ pub fn handle(
                 })
                 .collect();
             ListOffsetsTopicResponse::default()
-                .with_name(t.name)
+                .with_name(t.name.clone())
                 .with_partitions(partitions)
         })
         .collect();
@@ -81,21 +128,31 @@ fn lookup(
     isolation: Isolation,
 ) -> Result<(i64, i64), ResponseError> {
     let offsets = log.offsets();
-    match timestamp {
-        // read_committed: what such a consumer can read up to, the last stable offset.
-        LATEST if isolation == Isolation::ReadCommitted => Ok((-1, offsets.stable)),
-        LATEST => Ok((-1, offsets.end)),
-        EARLIEST => Ok((-1, offsets.start)),
+    // What a consumer at this isolation can read up to: a record found at or past it is not
+    // answered (`ReplicaManager.fetchOffset` compares with `lastFetchableOffset`), so a
+    // read_committed consumer seeking by time never lands beyond an open transaction.
+    let last_fetchable = match isolation {
+        Isolation::ReadCommitted => offsets.stable,
+        Isolation::ReadUncommitted => offsets.end,
+    };
+    let found = match timestamp {
+        LATEST => return Ok((-1, last_fetchable)),
+        EARLIEST => return Ok((-1, offsets.start)),
         MAX_TIMESTAMP => match log.max_timestamp_batch() {
-            Some(batch) => first_record_at_or_after(&batch, batch.max_timestamp, limit),
-            None => Ok((-1, -1)),
+            Some(batch) => first_record_at_or_after(&batch, batch.max_timestamp, limit)?,
+            None => return Ok((-1, -1)),
         },
         t if t >= 0 => match log.first_batch_at_or_after(t) {
-            Some(batch) => first_record_at_or_after(&batch, t, limit),
-            None => Ok((-1, -1)),
+            Some(batch) => first_record_at_or_after(&batch, t, limit)?,
+            None => return Ok((-1, -1)),
         },
-        _ => Err(ResponseError::InvalidRequest),
-    }
+        _ => return Err(ResponseError::UnsupportedVersion),
+    };
+    Ok(if found.1 < last_fetchable {
+        found
+    } else {
+        (-1, -1)
+    })
 }
 
 /// The first record of one stored batch with a timestamp at or after `timestamp`.

@@ -41,6 +41,13 @@ pub fn handle(state: &BrokerState, request: MetadataRequest, version: i16) -> Me
     // Before v4 a request could not say, and Kafka auto-created whenever the broker allowed it.
     let may_create =
         state.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    // Kafka's `KafkaApis.handleTopicMetadataRequest`: topic ids are asked for from v12 only; a
+    // v10-11 request with a null name or an id is refused whole.
+    let ids_refused = version < 12
+        && requested
+            .iter()
+            .flatten()
+            .any(|t| t.name.is_none() || !t.topic_id.is_nil());
     let topics = match requested {
         None => state
             .topics
@@ -48,14 +55,29 @@ pub fn handle(state: &BrokerState, request: MetadataRequest, version: i16) -> Me
             .iter()
             .map(|t| describe(state, t, topic_operations))
             .collect(),
+        Some(wanted) if ids_refused => wanted
+            .into_iter()
+            .map(|t| {
+                // Names are nullable in answers from v12 only.
+                MetadataResponseTopic::default()
+                    .with_name(Some(t.name.unwrap_or_default()))
+                    .with_topic_id(t.topic_id)
+                    .with_error_code(code(ResponseError::InvalidRequest))
+            })
+            .collect(),
         Some(wanted) => wanted
             .into_iter()
-            .map(|t| match t.name {
-                Some(name) => lookup(state, &name, may_create, topic_operations),
-                // v10+ may name topics by id only; we never hand out ids as keys.
-                None => MetadataResponseTopic::default()
-                    .with_error_code(code(ResponseError::UnknownTopicId))
-                    .with_topic_id(t.topic_id),
+            .map(|t| match (t.name, t.topic_id.is_nil()) {
+                (Some(name), true) => lookup(state, &name, may_create, topic_operations),
+                // By id (the name is then ignored, as Kafka does), never auto-created; an
+                // unknown id is answered with a null name.
+                (_, _) => match state.topics.get_by_id(t.topic_id) {
+                    Some(topic) => describe(state, &topic, topic_operations),
+                    None => MetadataResponseTopic::default()
+                        .with_name(None)
+                        .with_error_code(code(ResponseError::UnknownTopicId))
+                        .with_topic_id(t.topic_id),
+                },
             })
             .collect(),
     };

@@ -93,7 +93,9 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(state, r, version)),
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(admin::create_topics(state, r)),
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(admin::create_topics(state, r, version))
+        }
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(admin::delete_topics(state, r)),
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(admin::create_partitions(state, r))

@@ -21,6 +21,7 @@ use protocol::records::{check_records, check_records_keyed, RecordsError};
 use super::{code, str_bytes};
 use crate::log::{Appended, PartitionLog};
 use crate::state::BrokerState;
+use crate::topic_config::LogPolicy;
 use crate::topics::Topic;
 
 /// Batch compression codec 4; Produce v7 introduced it (KIP-110).
@@ -152,18 +153,30 @@ fn append(
     data: PartitionProduceData,
     version: i16,
 ) -> Result<(Arc<PartitionLog>, Appended, i64), PartitionError> {
-    let log = topic
-        .and_then(|t| t.partition(data.index))
+    let (topic, log) = topic
+        .and_then(|t| Some((t, t.partition(data.index)?)))
         .ok_or((ResponseError::UnknownTopicOrPartition, None))?;
+    let policy = topic.policy();
     let records = data.records.unwrap_or_default();
-    if records.len() > state.config.max_message_bytes {
+    // The topic's `max.message.bytes`, else the broker's (`UnifiedLog.analyzeAndValidateRecords`).
+    let max_message_bytes = policy
+        .max_message_bytes
+        .unwrap_or(state.config.max_message_bytes);
+    if records.len() > max_message_bytes {
         return Err((
             ResponseError::MessageTooLarge,
             Some(format!(
-                "The request included a message larger than the max message size the server will accept ({} > {}).",
+                "The record batch size in the append to {topic_name}-{} is {} bytes which exceeds the maximum configured value of {max_message_bytes}.",
+                data.index,
                 records.len(),
-                state.config.max_message_bytes
             )),
+        ));
+    }
+    // `ProduceRequest.validateRecords`: no batch at all is an invalid record, not a corrupt one.
+    if records.is_empty() {
+        return Err((
+            ResponseError::InvalidRecord,
+            Some(format!("Produce requests with version {version} must have at least one record batch per partition")),
         ));
     }
     let header = validate_single_batch(&records).map_err(|e| {
@@ -225,6 +238,9 @@ fn append(
             )),
         ));
     }
+    if !policy.log_append_time {
+        check_timestamps(&header, &policy, crate::log::now_millis())?;
+    }
     // A newer epoch of this producer id exists: the writer is a zombie of a restarted instance.
     if header.producer_id >= 0
         && state
@@ -248,6 +264,33 @@ fn append(
     let appended = log.append(&records, &header).map_err(|e| (e, None))?;
     let start = log.offsets().start;
     Ok((log, appended, start))
+}
+
+/// KIP-937 as Kafka's `LogValidator.validateTimestamp` applies it to a CreateTime topic: a
+/// record stamped more than `message.timestamp.before.max.ms` before the broker's clock, or
+/// more than `after.max.ms` after it, fails the batch with INVALID_TIMESTAMP. The batch's base
+/// and max timestamps stand for its records' (a producer stamps the base with its first
+/// record's time and deltas from it), so no record is decoded; -1 means "no timestamp".
+fn check_timestamps(
+    header: &BatchHeader,
+    policy: &LogPolicy,
+    now: i64,
+) -> Result<(), PartitionError> {
+    let earliest = now.saturating_sub(policy.timestamp_before_max_ms);
+    let latest = now.saturating_add(policy.timestamp_after_max_ms);
+    let out_of_range = [header.base_timestamp, header.max_timestamp]
+        .into_iter()
+        .filter(|&t| t != -1)
+        .find(|t| !(earliest..=latest).contains(t));
+    match out_of_range {
+        None => Ok(()),
+        Some(timestamp) => Err((
+            ResponseError::InvalidTimestamp,
+            Some(format!(
+                "One or more records have been rejected due to invalid timestamp: timestamp {timestamp} is out of range. The timestamp should be within [{earliest}, {latest}]"
+            )),
+        )),
+    }
 }
 
 /// Kafka's checks of a client's v2 batch header (`LogValidator.validateBatch`), with its

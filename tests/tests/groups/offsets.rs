@@ -1,5 +1,7 @@
 //! Committed offsets (OffsetCommit v2-9, OffsetFetch v1-9), lag, and the metrics endpoint.
 
+use std::time::Duration;
+
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use tests::*;
@@ -316,4 +318,191 @@ async fn with_a_data_dir_committed_offsets_survive_a_restart_and_a_deletion_too(
         2
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Deletes `TOPIC` and creates it again with `partitions`.
+async fn recreate_topic(client: &mut RawClient, partitions: i32) {
+    let delete = DeleteTopicsRequest::default().with_topic_names(vec![topic_name(TOPIC)]);
+    assert_eq!(client.call(&delete, 4).await.responses[0].error_code, 0);
+    assert_eq!(create_topic(client, TOPIC, partitions).await, 0);
+}
+
+/// Kafka's coordinator drops every group's offsets of a deleted topic, so a consumer of the
+/// re-created topic starts by its `auto.offset.reset` instead of at an offset of the old one.
+#[tokio::test]
+async fn deleting_a_topic_deletes_every_groups_offsets_of_it_also_after_a_restart() {
+    let dir = data_dir("offsets-deleted-topic");
+    let config = data_dir_config(&dir);
+    let broker = start_broker(config.clone()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, TOPIC, 2).await;
+    create_topic(&mut client, "other", 1).await;
+    for group_id in ["billing", "audit"] {
+        let request = commit_request(
+            group_id,
+            "",
+            -1,
+            &[
+                (TOPIC, 0, 20, None),
+                (TOPIC, 1, 5, None),
+                ("other", 0, 3, None),
+            ],
+        );
+        let response = client.call(&request, 8).await;
+        assert!(response
+            .topics
+            .iter()
+            .all(|t| t.partitions[0].error_code == 0));
+    }
+    recreate_topic(&mut client, 2).await;
+    for group_id in ["billing", "audit"] {
+        assert_eq!(
+            fetch_offsets(&mut client, group_id, Some(&[0, 1]), 7).await,
+            vec![
+                (TOPIC.into(), 0, -1, String::new()),
+                (TOPIC.into(), 1, -1, String::new())
+            ]
+        );
+        assert_eq!(
+            fetch_offsets(&mut client, group_id, None, 7).await,
+            vec![("other".into(), 0, 3, String::new())]
+        );
+    }
+    let request = commit_request("billing", "", -1, &[(TOPIC, 1, 2, None)]);
+    client.call(&request, 8).await;
+    broker.shutdown().await;
+
+    let broker = start_broker(config).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        fetch_offsets(&mut client, "billing", None, 7).await,
+        vec![
+            ("orders".into(), 1, 2, String::new()),
+            ("other".into(), 0, 3, String::new())
+        ]
+    );
+    assert_eq!(
+        fetch_offsets(&mut client, "audit", None, 7).await,
+        vec![("other".into(), 0, 3, String::new())]
+    );
+    broker.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every committed offset of GROUP: `(topic, offset)`.
+async fn committed(admin: &mut RawClient) -> Vec<(String, i64)> {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(group(GROUP))
+        .with_topics(None);
+    let answer = admin.call(&request, 7).await;
+    answer
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.to_string(), p.committed_offset))
+        })
+        .collect()
+}
+
+/// OffsetCommit v2's `retention_time_ms` (Kafka's `expireTimestampMs`): a simple group's offset
+/// goes at the first check past it (`offsets.retention.check.interval.ms`, 600 s by default).
+#[tokio::test(start_paused = true)]
+async fn an_offset_committed_with_a_retention_time_expires_at_the_next_check() {
+    let broker = broker().await;
+    let started = tokio::time::Instant::now();
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_topic(&mut client, TOPIC, 2).await;
+    let request = commit_request(
+        "manual",
+        "",
+        -1,
+        &[(TOPIC, 0, 20, None), (TOPIC, 1, 4, None)],
+    )
+    .with_retention_time_ms(1000);
+    let kept = commit_request("kept", "", -1, &[(TOPIC, 0, 9, None)]);
+    for request in [request, kept] {
+        let answer = client.call(&request, 2).await;
+        assert!(answer
+            .topics
+            .iter()
+            .all(|t| t.partitions[0].error_code == 0));
+    }
+    tokio::time::sleep_until(started + Duration::from_secs(599)).await;
+    assert_eq!(fetch_offsets(&mut client, "manual", None, 7).await.len(), 2);
+    tokio::time::sleep_until(started + Duration::from_secs(630)).await;
+    assert_eq!(fetch_offsets(&mut client, "manual", None, 7).await, vec![]);
+    // Its group went with its last offset; the other keeps its offset for 7 days.
+    assert_eq!(
+        describe(&mut client, "manual").await.group_state.as_str(),
+        "Dead"
+    );
+    assert_eq!(
+        fetch_offsets(&mut client, "kept", None, 7).await,
+        vec![(TOPIC.into(), 0, 9, String::new())]
+    );
+}
+
+/// `offsets.retention.minutes` as Kafka's `ClassicGroup.offsetExpirationCondition` applies it:
+/// in a Stable consumer group only offsets of topics no member subscribes to expire, from their
+/// commit; once the group is Empty, all of them, counted from when it became Empty; then the
+/// group itself is deleted.
+#[tokio::test(start_paused = true)]
+async fn offsets_expire_from_the_commit_when_unsubscribed_and_from_emptiness_otherwise() {
+    let retention = Duration::from_secs(120);
+    let broker = start_broker(BrokerConfig {
+        offsets_retention: retention,
+        offsets_retention_check_interval: Duration::from_secs(10),
+        ..Default::default()
+    })
+    .await;
+    let (mut a, mut b) = two_members(&broker).await;
+    let mut admin = RawClient::connect(broker.addr()).await;
+    create_topic(&mut admin, "other", 1).await;
+    let committed_at = tokio::time::Instant::now();
+    let request = commit_request(
+        GROUP,
+        &a.id,
+        2,
+        &[(TOPIC, 0, 5, None), ("other", 0, 7, None)],
+    );
+    let answer = a.client.call(&request, 8).await;
+    assert!(answer
+        .topics
+        .iter()
+        .all(|t| t.partitions[0].error_code == 0));
+    // Stable, heartbeating: "other" goes at the first check 120 s after its commit.
+    let mut at = committed_at;
+    while at < committed_at + Duration::from_secs(140) {
+        at += Duration::from_secs(3);
+        tokio::time::sleep_until(at).await;
+        assert_eq!(heartbeat(&mut a.client, &a.id, 2).await, 0);
+        assert_eq!(heartbeat(&mut b.client, &b.id, 2).await, 0);
+        if at < committed_at + retention {
+            assert_eq!(
+                committed(&mut admin).await.len(),
+                2,
+                "{:?}",
+                at - committed_at
+            );
+        }
+    }
+    assert_eq!(committed(&mut admin).await, vec![(TOPIC.to_string(), 5)]);
+    // Both members stop: their sessions end and the group is Empty.
+    let last_heartbeat = at;
+    tokio::time::sleep_until(last_heartbeat + Duration::from_millis(SESSION_MS as u64 + 1)).await;
+    assert_eq!(
+        describe(&mut admin, GROUP).await.group_state.as_str(),
+        "Empty"
+    );
+    let emptied = last_heartbeat + Duration::from_millis(SESSION_MS as u64);
+    tokio::time::sleep_until(emptied + Duration::from_secs(110)).await;
+    assert_eq!(committed(&mut admin).await, vec![(TOPIC.to_string(), 5)]);
+    tokio::time::sleep_until(emptied + retention + Duration::from_secs(11)).await;
+    assert_eq!(committed(&mut admin).await, vec![]);
+    assert_eq!(
+        describe(&mut admin, GROUP).await.group_state.as_str(),
+        "Dead"
+    );
 }
