@@ -104,6 +104,8 @@ const LONG_MAX: &str = "9223372036854775807";
 
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
 pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+pub const FLUSH_MESSAGES: &str = "flush.messages";
+pub const FLUSH_MS: &str = "flush.ms";
 pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
@@ -180,11 +182,11 @@ pub static DEFS: &[Def] = &[
         "log.segment.delete.delay.ms",
     ),
     with_synonym(
-        def("flush.messages", Kind::Long, LONG_MAX, Valid::AtLeast(1)),
+        def(FLUSH_MESSAGES, Kind::Long, LONG_MAX, Valid::AtLeast(1)),
         "log.flush.interval.messages",
     ),
     with_synonym(
-        def("flush.ms", Kind::Long, LONG_MAX, Valid::AtLeast(0)),
+        def(FLUSH_MS, Kind::Long, LONG_MAX, Valid::AtLeast(0)),
         "log.flush.interval.ms",
     ),
     def(
@@ -514,6 +516,10 @@ pub struct LogPolicy {
     pub min_cleanable_dirty_ratio: f64,
     /// Records younger than this are never cleaned.
     pub min_compaction_lag_ms: i64,
+    /// `flush.messages`; `None` when unset (Kafka's Long.MAX): the broker's default applies.
+    pub flush_messages: Option<u64>,
+    /// `flush.ms`; `None` when unset, as `flush.messages`.
+    pub flush_ms: Option<u64>,
 }
 
 impl Default for LogPolicy {
@@ -535,6 +541,11 @@ impl LogPolicy {
                 .trim()
         };
         let long = |name: &str, fallback: i64| value(name).parse::<i64>().unwrap_or(fallback);
+        // Set on the topic and below Long.MAX (Kafka's "never"): a value to apply.
+        let set_long = |name: &str| {
+            let value = configs.get(name)?.trim().parse::<i64>().ok()?;
+            u64::try_from(value).ok().filter(|v| *v < i64::MAX as u64)
+        };
         let policies = list(value(CLEANUP_POLICY));
         let delete = policies.contains(&"delete");
         let retention_bytes = usize::try_from(long(RETENTION_BYTES, -1)).ok();
@@ -548,6 +559,8 @@ impl LogPolicy {
             delete_retention_ms: long(DELETE_RETENTION_MS, 86_400_000),
             min_cleanable_dirty_ratio: value(MIN_CLEANABLE_DIRTY_RATIO).parse().unwrap_or(0.5),
             min_compaction_lag_ms: long(MIN_COMPACTION_LAG_MS, 0),
+            flush_messages: set_long(FLUSH_MESSAGES),
+            flush_ms: set_long(FLUSH_MS),
         }
     }
 }
