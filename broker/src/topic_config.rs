@@ -686,6 +686,17 @@ mod tests {
         ]));
         assert!(both.compact && both.delete);
         assert_eq!(both.retention_ms, None);
+        // Unset, or Kafka's Long.MAX ("never"): the broker's default applies.
+        assert_eq!((default.flush_messages, default.flush_ms), (None, None));
+        let flush = |messages: &str, ms: &str| {
+            let policy = LogPolicy::from_configs(&configs(&[
+                ("flush.messages", messages),
+                ("flush.ms", ms),
+            ]));
+            (policy.flush_messages, policy.flush_ms)
+        };
+        assert_eq!(flush("1", "250"), (Some(1), Some(250)));
+        assert_eq!(flush(LONG_MAX, LONG_MAX), (None, None));
         assert_eq!(
             segment_bytes(&configs(&[
                 ("segment.bytes", "2097152"),
