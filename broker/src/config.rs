@@ -41,6 +41,10 @@ pub struct BrokerConfig {
     /// With a data directory: the segment size of topics without `segment.bytes` (Kafka's
     /// `log.segment.bytes`).
     pub log_segment_bytes: u64,
+    /// With a data directory: Kafka's `log.flush.interval.messages` and
+    /// `log.flush.interval.ms`, the defaults of topics' `flush.messages` and `flush.ms` (`None`:
+    /// unset, Kafka's default; see docs/broker.md).
+    pub log_flush: crate::group_commit::FlushDefaults,
     /// Kafka's `advertised.listeners`: the host and port clients are told to connect to in
     /// Metadata and FindCoordinator answers; `None` advertises the address bound (see
     /// [`BrokerConfig::advertised`]).
@@ -101,6 +105,7 @@ impl Default for BrokerConfig {
             metrics: None,
             max_open_files: None,
             log_segment_bytes: crate::topics::DEFAULT_SEGMENT_BYTES,
+            log_flush: Default::default(),
             advertised_listener: None,
             max_uncompressed_batch_bytes: 64 << 20,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,

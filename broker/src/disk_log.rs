@@ -7,12 +7,13 @@ use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use protocol::batch::BatchHeader;
 use protocol::control::{marker_of, Marker};
 use tracing::{error, warn};
 
-use crate::durable::{sync_dir, write_atomically};
+use crate::durable::write_atomically;
 use crate::file_pool::{FilePool, FileSlot};
 use crate::segment::{scan, Segment};
 use crate::stored::Stored;
@@ -33,8 +34,15 @@ pub struct DiskLog {
     segment_bytes: u64,
     /// Bytes in all segments.
     total: u64,
-    /// Bytes appended since the start: the position a sync has to reach to cover an append.
-    pub written: u64,
+    /// The group commit round that covers the last append (0: nothing appended yet).
+    pub ticket: u64,
+    /// Records appended since an append last waited for its sync (Kafka's unflushed messages).
+    unflushed_messages: u64,
+    /// The partition's `flush.messages`: the append that brings `unflushed_messages` to it is
+    /// answered only once synced. `None` (Kafka's default): no answer waits for the disk.
+    flush_messages: Option<u64>,
+    /// The partition's `flush.ms`: how long a write may wait for its background sync.
+    flush_within: Duration,
     /// A write or sync failed: nothing more is appended or acknowledged (Kafka takes the log
     /// directory offline; after a failed fsync the kernel may have dropped the pages).
     pub failed: bool,
@@ -78,7 +86,10 @@ impl DiskLog {
             segments: VecDeque::from([segment]),
             segment_bytes,
             total: 0,
-            written: 0,
+            ticket: 0,
+            unflushed_messages: 0,
+            flush_messages: None,
+            flush_within: Duration::ZERO,
             failed: false,
             doomed: Vec::new(),
         })
@@ -99,7 +110,10 @@ impl DiskLog {
             segments: VecDeque::from([Segment::existing(pool, &path, 0, 0, 0)]),
             segment_bytes,
             total: 0,
-            written: 0,
+            ticket: 0,
+            unflushed_messages: 0,
+            flush_messages: None,
+            flush_within: Duration::ZERO,
             failed: false,
             doomed: Vec::new(),
         }
@@ -180,7 +194,7 @@ impl DiskLog {
                         file = %path.display(),
                         kept = at,
                         cut = content.len() as u64 - at,
-                        "cutting a torn last write (never acknowledged: acks=all is synced first)"
+                        "cutting a torn last write (one a power loss cut short)"
                     );
                     segment.truncate(at)?;
                 }
@@ -225,7 +239,10 @@ impl DiskLog {
             segments,
             segment_bytes,
             total,
-            written: 0,
+            ticket: 0,
+            unflushed_messages: 0,
+            flush_messages: None,
+            flush_within: Duration::ZERO,
             failed: false,
             doomed: Vec::new(),
         };
@@ -241,15 +258,23 @@ impl DiskLog {
         })
     }
 
-    /// Appends one stored batch whose base offset is `base_offset`, in a new segment if the
-    /// active one is full; returns where it went.
-    pub fn append(&mut self, batch: &[u8], base_offset: i64) -> io::Result<Stored> {
+    /// Appends one stored batch of `records` records whose base offset is `base_offset`, in a
+    /// new segment if the active one is full; returns where it went, and whether its answer must
+    /// wait for the sync (`flush.messages` reached).
+    pub fn append(
+        &mut self,
+        batch: &[u8],
+        base_offset: i64,
+        records: u64,
+    ) -> io::Result<(Stored, bool)> {
+        if self.pool.commit().is_failed() {
+            return Err(io::Error::other("a sync of the data directory failed"));
+        }
         let full =
             self.active().size > 0 && self.active().size + batch.len() as u64 > self.segment_bytes;
         if full {
-            // Everything before the new segment is on disk, so a sync of the active segment
-            // always covers every earlier append.
-            self.active().sync()?;
+            // The closed segment needs no sync here: its last write queued it for a group
+            // commit round no later than the one that will cover the new segment's appends.
             self.roll(base_offset)?;
         }
         let active = self
@@ -259,11 +284,30 @@ impl DiskLog {
         let position = active.size;
         active.append(batch)?;
         self.total += batch.len() as u64;
-        self.written += batch.len() as u64;
-        Ok(Stored::File {
+        self.ticket = self.pool.commit().written(&active.slot, self.flush_within);
+        self.unflushed_messages += records;
+        let sync_first = self
+            .flush_messages
+            .is_some_and(|every| self.unflushed_messages >= every);
+        if sync_first {
+            self.unflushed_messages = 0;
+        }
+        let stored = Stored::File {
             slot: active.slot.clone(),
             position,
-        })
+        };
+        Ok((stored, sync_first))
+    }
+
+    /// The group commit that syncs this partition's files.
+    pub fn commit(&self) -> &Arc<crate::group_commit::GroupCommit> {
+        self.pool.commit()
+    }
+
+    /// The partition's `flush.messages` and `flush.ms` (`None`: unset, as Kafka's defaults).
+    pub fn set_flush(&mut self, messages: Option<u64>, ms: Option<u64>) {
+        self.flush_messages = messages;
+        self.flush_within = Duration::from_millis(ms.unwrap_or(0));
     }
 
     fn active(&self) -> &Segment {
@@ -272,17 +316,16 @@ impl DiskLog {
             .expect("a partition always has an active segment")
     }
 
+    /// A new active segment at `base_offset`. Its directory entry is made durable by the next
+    /// group commit round, which every append to the new file waits for when it waits at all.
     fn roll(&mut self, base_offset: i64) -> io::Result<()> {
         let segment = Segment::create(&self.pool, &self.dir, self.partition, base_offset)?;
-        sync_dir(&self.dir)?;
+        self.ticket = self
+            .pool
+            .commit()
+            .entry_created(&self.dir, self.flush_within);
         self.segments.push_back(segment);
         Ok(())
-    }
-
-    /// What a sync issued now covers: the bytes written so far, all in the active segment's
-    /// file or in segments synced when they were closed.
-    pub fn sync_point(&self) -> (u64, Arc<FileSlot>) {
-        (self.written, self.active().slot.clone())
     }
 
     /// Deletes the oldest segments while the log would still hold `keep` bytes without them;
@@ -342,7 +385,6 @@ impl DiskLog {
         if self.active().size == 0 {
             return Ok(());
         }
-        self.active().sync()?;
         self.roll(end)
     }
 

@@ -2,7 +2,7 @@
 //!
 //! A partition does not hold a file descriptor of its own: each segment has a [`FileSlot`] that
 //! opens its file on first use and keeps it until the pool, full, closes the slot that was
-//! opened longest ago. So a broker with more segments than the open-files limit allows still
+//! opened longest ago. The pool also holds the [`GroupCommit`] that syncs its files. So a broker with more segments than the open-files limit allows still
 //! creates, appends to and recovers every one of them. A use of a slot that is open takes only
 //! that slot's lock; the pool's lock is taken when a file is opened, never on the hot path.
 
@@ -10,11 +10,13 @@ use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use tracing::warn;
+
+use crate::group_commit::{FlushDefaults, GroupCommit, Syncable};
 
 /// The share of the process's open-files limit (RLIMIT_NOFILE) that partition files may take
 /// by default; the rest stays for connections, the listener and the runtime.
@@ -29,17 +31,30 @@ pub struct FilePool {
     open: AtomicUsize,
     /// Slots in the order they were opened; stale entries (closed or dropped) are skipped.
     order: Mutex<VecDeque<Weak<FileSlot>>>,
+    commit: Arc<GroupCommit>,
 }
 
 impl FilePool {
     /// A pool keeping at most `capacity` files open; `None`: half the soft open-files limit.
+    /// Its files are synced by Kafka's default flush policy (see [`GroupCommit`]).
     pub fn new(capacity: Option<usize>) -> Arc<Self> {
+        Self::with_flush(capacity, FlushDefaults::default())
+    }
+
+    /// A pool whose files are synced by the broker's `log.flush.interval.*` `defaults`.
+    pub fn with_flush(capacity: Option<usize>, defaults: FlushDefaults) -> Arc<Self> {
         let capacity = capacity.unwrap_or_else(default_capacity).max(MIN_OPEN);
         Arc::new(Self {
             capacity,
             open: AtomicUsize::new(0),
             order: Mutex::new(VecDeque::new()),
+            commit: Arc::new(GroupCommit::new(defaults)),
         })
+    }
+
+    /// The group commit that syncs the pool's files.
+    pub fn commit(&self) -> &Arc<GroupCommit> {
+        &self.commit
     }
 
     pub fn capacity(&self) -> usize {
@@ -115,6 +130,8 @@ pub struct FileSlot {
     path: PathBuf,
     file: Mutex<Option<Arc<File>>>,
     pool: Arc<FilePool>,
+    /// The group commit round that will sync this file, 0 when none (see [`Syncable`]).
+    queued_round: AtomicU64,
 }
 
 impl FileSlot {
@@ -123,6 +140,7 @@ impl FileSlot {
             path,
             file: Mutex::new(None),
             pool: pool.clone(),
+            queued_round: AtomicU64::new(0),
         })
     }
 
@@ -143,6 +161,21 @@ impl FileSlot {
     pub fn close(&self) {
         if self.file.lock().take().is_some() {
             self.pool.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Syncable for FileSlot {
+    fn queued_round(&self) -> &AtomicU64 {
+        &self.queued_round
+    }
+
+    /// A file deleted since it was written (retention, a deleted topic) is skipped.
+    fn sync_data(self: Arc<Self>) -> io::Result<()> {
+        match self.file() {
+            Ok(file) => file.sync_data(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

@@ -29,7 +29,7 @@ pub mod faults;
 pub mod fetch_memory;
 mod file_pool;
 pub mod group;
-mod group_commit;
+pub mod group_commit;
 mod handler;
 mod identity;
 pub mod lag;

@@ -1,7 +1,9 @@
 //! The log's background work, which no produce or fetch ever waits for: `retention.ms` every
-//! `log.retention.check.interval.ms`, and the log cleaner of compacted topics every
-//! `log.cleaner.backoff.ms` (with the deletion of the segment files it replaced). Both read and
-//! write files, so they run on tokio's blocking threads.
+//! `log.retention.check.interval.ms`, the log cleaner of compacted topics every
+//! `log.cleaner.backoff.ms` (with the deletion of the segment files it replaced), and the syncs
+//! of the data directory's writes within their `flush.ms` (with one last round at shutdown, as
+//! Kafka flushes every log when it stops). All of them read, write or sync files, so they run on
+//! tokio's blocking threads.
 
 use std::sync::Arc;
 
@@ -73,4 +75,15 @@ pub fn spawn(state: Arc<BrokerState>, shutdown: CancellationToken, tasks: &TaskT
     tasks.spawn(every(state.config.log_cleaner_backoff, |s, now| {
         clean_all(s, now);
     }));
+    if let Some(commit) = state.topics.group_commit().cloned() {
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = commit.run_background() => return,
+            }
+            if let Err(e) = commit.wait(commit.pending()).await {
+                tracing::error!("last sync at shutdown failed: {e}");
+            }
+        });
+    }
 }

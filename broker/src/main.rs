@@ -62,6 +62,15 @@ struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = broker::topics::DEFAULT_SEGMENT_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     log_segment_bytes: u64,
+    /// With --data-dir: the append that brings a partition's unsynced records to N is answered
+    /// only once synced; 1 syncs before every answer (Kafka's log.flush.interval.messages,
+    /// topic flush.messages) [default: unset: answers never wait for the disk]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    log_flush_interval_messages: Option<u64>,
+    /// With --data-dir: written data is synced in the background within MS (Kafka's
+    /// log.flush.interval.ms, topic flush.ms) [default: unset: as soon as the previous sync ends]
+    #[arg(long, value_name = "MS")]
+    log_flush_interval_ms: Option<u64>,
     // Limits on what one request or one slow peer can hold (docs/broker.md: "Limits").
     /// The most one batch's records may decompress to; a produce past it gets MESSAGE_TOO_LARGE.
     #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().max_uncompressed_batch_bytes)]
@@ -148,6 +157,10 @@ async fn run(args: Args) -> ExitCode {
         ),
         max_open_files: args.max_open_files.map(|n| n as usize),
         log_segment_bytes: args.log_segment_bytes,
+        log_flush: broker::group_commit::FlushDefaults {
+            messages: args.log_flush_interval_messages,
+            ms: args.log_flush_interval_ms,
+        },
         advertised_listener: args.advertised_listener,
         max_uncompressed_batch_bytes: args.max_uncompressed_batch_bytes,
         max_partitions_per_request: args.max_partitions_per_request,

@@ -2,11 +2,12 @@
 //! holding stored batches back to back, exactly as fetch serves them.
 //!
 //! Recovery reads each segment through the same header view and CRC check the broker validates
-//! produces with. What it cannot read is never deleted, with one exception: a kill -9 or power
-//! loss can tear the last write of the last segment, and that tail was never acknowledged with
-//! `acks=all` (synced before the answer), so it is cut. A damaged region followed by readable
-//! batches is corruption, not a torn write: the file is kept as it is, and the batches on both
-//! sides of the damage are served (its offsets are a gap, as a compacted log has).
+//! produces with. What it cannot read is never deleted, with one exception: a power loss can
+//! tear the last write of the last segment (a kill -9 cannot: the kernel keeps every write that
+//! returned), and with syncs before each answer that tail was never acknowledged, so it is cut.
+//! A damaged region followed by readable batches is corruption, not a torn write: the file is
+//! kept as it is, and the batches on both sides of the damage are served (its offsets are a gap,
+//! as a compacted log has).
 
 use std::fs::OpenOptions;
 use std::io;

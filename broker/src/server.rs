@@ -60,6 +60,7 @@ impl Broker {
         let storage = StorageConfig {
             max_open_files: config.max_open_files,
             segment_bytes: config.log_segment_bytes,
+            flush: config.log_flush,
         };
         let topics = match &config.data_dir {
             Some(dir) => Topics::open(dir, storage)?,

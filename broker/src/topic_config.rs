@@ -104,6 +104,8 @@ const LONG_MAX: &str = "9223372036854775807";
 
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
 pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+pub const FLUSH_MESSAGES: &str = "flush.messages";
+pub const FLUSH_MS: &str = "flush.ms";
 pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
@@ -183,11 +185,11 @@ pub static DEFS: &[Def] = &[
         "log.segment.delete.delay.ms",
     ),
     with_synonym(
-        def("flush.messages", Kind::Long, LONG_MAX, Valid::AtLeast(1)),
+        def(FLUSH_MESSAGES, Kind::Long, LONG_MAX, Valid::AtLeast(1)),
         "log.flush.interval.messages",
     ),
     with_synonym(
-        def("flush.ms", Kind::Long, LONG_MAX, Valid::AtLeast(0)),
+        def(FLUSH_MS, Kind::Long, LONG_MAX, Valid::AtLeast(0)),
         "log.flush.interval.ms",
     ),
     def(
@@ -560,6 +562,10 @@ pub struct LogPolicy {
     /// fall in: `message.timestamp.before.max.ms` before now, `after.max.ms` after it.
     pub timestamp_before_max_ms: i64,
     pub timestamp_after_max_ms: i64,
+    /// `flush.messages`; `None` when unset (Kafka's Long.MAX): the broker's default applies.
+    pub flush_messages: Option<u64>,
+    /// `flush.ms`; `None` when unset, as `flush.messages`.
+    pub flush_ms: Option<u64>,
 }
 
 impl Default for LogPolicy {
@@ -581,6 +587,11 @@ impl LogPolicy {
                 .trim()
         };
         let long = |name: &str, fallback: i64| value(name).parse::<i64>().unwrap_or(fallback);
+        // Set on the topic and below Long.MAX (Kafka's "never"): a value to apply.
+        let set_long = |name: &str| {
+            let value = configs.get(name)?.trim().parse::<i64>().ok()?;
+            u64::try_from(value).ok().filter(|v| *v < i64::MAX as u64)
+        };
         let policies = list(value(CLEANUP_POLICY));
         let delete = policies.contains(&"delete");
         let retention_bytes = usize::try_from(long(RETENTION_BYTES, -1)).ok();
@@ -599,6 +610,8 @@ impl LogPolicy {
                 .and_then(|v| v.trim().parse::<usize>().ok()),
             timestamp_before_max_ms: long(MESSAGE_TIMESTAMP_BEFORE_MAX_MS, i64::MAX),
             timestamp_after_max_ms: long(MESSAGE_TIMESTAMP_AFTER_MAX_MS, 3_600_000),
+            flush_messages: set_long(FLUSH_MESSAGES),
+            flush_ms: set_long(FLUSH_MS),
         }
     }
 }
@@ -724,6 +737,17 @@ mod tests {
         ]));
         assert!(both.compact && both.delete);
         assert_eq!(both.retention_ms, None);
+        // Unset, or Kafka's Long.MAX ("never"): the broker's default applies.
+        assert_eq!((default.flush_messages, default.flush_ms), (None, None));
+        let flush = |messages: &str, ms: &str| {
+            let policy = LogPolicy::from_configs(&configs(&[
+                ("flush.messages", messages),
+                ("flush.ms", ms),
+            ]));
+            (policy.flush_messages, policy.flush_ms)
+        };
+        assert_eq!(flush("1", "250"), (Some(1), Some(250)));
+        assert_eq!(flush(LONG_MAX, LONG_MAX), (None, None));
         assert_eq!(
             segment_bytes(&configs(&[
                 ("segment.bytes", "2097152"),

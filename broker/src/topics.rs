@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use crate::disk_log::DiskLog;
 use crate::file_pool::FilePool;
+use crate::group_commit::{FlushDefaults, GroupCommit};
 use crate::log::PartitionLog;
 use crate::topic_config::{self, LogPolicy};
 use crate::topic_error::TopicError;
@@ -147,6 +148,8 @@ pub struct StorageConfig {
     pub max_open_files: Option<usize>,
     /// Segment size of topics without `segment.bytes` (Kafka's `log.segment.bytes`).
     pub segment_bytes: u64,
+    /// `log.flush.interval.messages` and `log.flush.interval.ms`.
+    pub flush: FlushDefaults,
 }
 
 #[derive(Debug, Default)]
@@ -169,7 +172,7 @@ impl Topics {
         std::fs::create_dir_all(dir)?;
         let store = Store {
             dir: dir.to_path_buf(),
-            pool: FilePool::new(storage.max_open_files),
+            pool: FilePool::with_flush(storage.max_open_files, storage.flush),
             default_segment_bytes: storage.segment_bytes,
         };
         let policy =
@@ -209,6 +212,11 @@ impl Topics {
             names_by_unified,
             store: Some(store),
         })
+    }
+
+    /// The data directory's group commit; `None` in memory.
+    pub fn group_commit(&self) -> Option<&Arc<GroupCommit>> {
+        self.store.as_ref().map(|s| s.pool.commit())
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
@@ -560,6 +568,7 @@ mod tests {
         let storage = StorageConfig {
             max_open_files: None,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
+            flush: FlushDefaults::default(),
         };
         let topics = Topics::open(&dir, storage).unwrap();
         // A file where the topic's folder must go: the last step, the rename, fails.
@@ -591,6 +600,7 @@ mod tests {
         let storage = StorageConfig {
             max_open_files: None,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
+            flush: FlushDefaults::default(),
         };
         let topics = Topics::open(&dir, storage).unwrap();
         topics.create(new("orders", 2), false).unwrap();

@@ -1,6 +1,7 @@
 //! `--data-dir`: what was acknowledged survives a restart, offsets continue, and the idempotence
 //! window is rebuilt from the log.
 
+use broker::group_commit::FlushDefaults;
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::*;
@@ -113,8 +114,13 @@ async fn topics_and_records_survive_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_acks_all_produces_of_one_connection_share_one_sync() {
     let dir = data_dir("group-commit");
+    // Synced before each answer; no background sync within the test's time.
     let broker = start_broker(BrokerConfig {
         data_dir: Some(dir.clone()),
+        log_flush: FlushDefaults {
+            messages: Some(1),
+            ms: Some(3_600_000),
+        },
         ..Default::default()
     })
     .await;
@@ -135,14 +141,8 @@ async fn pipelined_acks_all_produces_of_one_connection_share_one_sync() {
         let p = &response.responses[0].partition_responses[0];
         assert_eq!((p.error_code, p.base_offset), (0, 2 * i as i64));
     }
-    let log = broker
-        .state()
-        .topics
-        .get("orders")
-        .unwrap()
-        .partition(0)
-        .unwrap();
-    assert_eq!(log.syncs(), 1);
+    let commit = broker.state().topics.group_commit().unwrap();
+    assert_eq!((commit.rounds(), commit.file_syncs()), (1, 1));
     broker.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }

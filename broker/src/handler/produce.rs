@@ -31,7 +31,8 @@ const MIN_ZSTD_VERSION: i16 = 7;
 /// What the connection sends back.
 pub enum ProduceReply {
     Respond(ProduceResponse),
-    /// acks=all with a data directory: the answer once the appends are on disk.
+    /// With a data directory and `flush.messages` reached: the answer once the appends are on
+    /// disk.
     AfterSync(AwaitingSync),
     /// `acks=0`: no response at all.
     Silent,
@@ -67,7 +68,9 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
                         Err((ResponseError::InvalidRequiredAcks, None))
                     };
                     let outcome = outcome.map(|(log, appended, log_start_offset)| {
-                        if request.acks == -1 && log.is_on_disk() {
+                        // Kafka syncs within the append once `flush.messages` is reached, so
+                        // the answer, whatever the acks, comes after the disk.
+                        if appended.sync_first {
                             unsynced.push((topic_at, partition_at, log));
                         }
                         (appended, log_start_offset)

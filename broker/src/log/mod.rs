@@ -21,6 +21,7 @@ pub mod txn_index;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -185,17 +186,23 @@ impl LogState {
         }
     }
 
-    /// Writes the batch (to disk first with a data directory) at the log end.
-    fn store(&mut self, data: BytesMut, header: &BatchHeader) -> Result<i64, ResponseError> {
+    /// Writes the batch (to disk first with a data directory) at the log end; returns its base
+    /// offset and whether its answer must wait for the disk (the topic's `flush.messages`).
+    fn store(
+        &mut self,
+        data: BytesMut,
+        header: &BatchHeader,
+    ) -> Result<(i64, bool), ResponseError> {
         let mut data = data;
         let base_offset = self.end;
         set_base_offset(&mut data, base_offset);
         let len = data.len();
-        let stored = match &mut self.disk {
+        let records = header.last_offset_delta as u64 + 1;
+        let (stored, sync_first) = match &mut self.disk {
             Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
-            // Written before it is visible: nothing a fetch returned can vanish when the
-            // process dies (the kernel has it; acks=all also waits for the disk).
-            Some(disk) => match disk.append(&data, base_offset) {
+            // Written before it is visible or acknowledged: nothing a fetch returned or a
+            // producer was told can vanish when the process dies (the kernel has it).
+            Some(disk) => match disk.append(&data, base_offset, records) {
                 Ok(stored) => stored,
                 Err(e) => {
                     tracing::error!("partition write failed, no more appends: {e}");
@@ -203,10 +210,10 @@ impl LogState {
                     return Err(ResponseError::KafkaStorageError);
                 }
             },
-            None => Stored::Memory(data.freeze()),
+            None => (Stored::Memory(data.freeze()), false),
         };
         self.push(header, base_offset, len, stored);
-        Ok(base_offset)
+        Ok((base_offset, sync_first))
     }
 }
 
@@ -218,6 +225,8 @@ pub struct Appended {
     pub duplicate: bool,
     /// The broker's time stamped on the batch (a LogAppendTime topic), else -1.
     pub log_append_time: i64,
+    /// The answer waits for [`PartitionLog::flush`]: the topic's `flush.messages` was reached.
+    pub sync_first: bool,
 }
 
 impl Appended {
@@ -231,9 +240,8 @@ pub struct PartitionLog {
     state: Mutex<LogState>,
     /// Woken on every append, so a parked fetch answers as soon as data arrives.
     appended: Notify,
-    /// The syncs of acks=all produces, shared by those waiting at the same moment; only a log
-    /// on disk has them, and an empty in-memory partition allocates nothing for it.
-    commit: Option<GroupCommit>,
+    /// The data directory's group commit; only a log on disk has it.
+    commit: Option<Arc<GroupCommit>>,
     /// `cleanup.policy` holds `compact`: produce refuses records without a key. Kept outside
     /// the lock so that produce checks it before taking it.
     compacted: AtomicBool,
@@ -255,7 +263,7 @@ impl PartitionLog {
     /// A new, empty log that also writes to `disk`.
     pub fn on_disk(disk: DiskLog) -> Self {
         let log = Self {
-            commit: Some(GroupCommit::default()),
+            commit: Some(disk.commit().clone()),
             ..Self::default()
         };
         log.state.lock().disk = Some(Box::new(disk));
@@ -267,7 +275,7 @@ impl PartitionLog {
     /// last stable offset and the aborted ones are what they were).
     pub fn recovered(recovered: Recovered) -> Self {
         let log = Self {
-            commit: Some(GroupCommit::default()),
+            commit: Some(recovered.disk.commit().clone()),
             ..Self::default()
         };
         {
@@ -300,6 +308,10 @@ impl PartitionLog {
         self.compacted.store(policy.compact, Ordering::Relaxed);
         let mut state = self.state.lock();
         state.policy = policy;
+        let messages = self.flush_messages(&state);
+        if let (Some(disk), Some(commit)) = (&mut state.disk, &self.commit) {
+            disk.set_flush(messages, policy.flush_ms.or(commit.defaults.ms));
+        }
         state.apply_retention_bytes();
     }
 
@@ -351,10 +363,14 @@ impl PartitionLog {
                         base_offset,
                         "duplicate batch absorbed"
                     );
+                    // The original may not be synced yet: with `flush.messages` set, the retry's
+                    // answer waits for the disk (retries are rare; which append reached the
+                    // count is not remembered).
                     return Ok(Appended {
                         base_offset,
                         duplicate: true,
                         log_append_time: -1,
+                        sync_first: self.flush_messages(&state).is_some(),
                     });
                 }
             }
@@ -364,7 +380,7 @@ impl PartitionLog {
                 set_log_append_time(&mut data, log_append_time);
                 header.max_timestamp = log_append_time;
             }
-            let base_offset = state.store(data, &header)?;
+            let (base_offset, sync_first) = state.store(data, &header)?;
             state.index_transaction(&header, base_offset, None);
             state.apply_retention_bytes();
             if idempotent {
@@ -374,6 +390,7 @@ impl PartitionLog {
                 base_offset,
                 duplicate: false,
                 log_append_time,
+                sync_first,
             }
         };
         self.appended.notify_waiters();
@@ -393,7 +410,7 @@ impl PartitionLog {
         let header = BatchHeader::parse(&data).map_err(|_| ResponseError::UnknownServerError)?;
         let offset = {
             let mut state = self.state.lock();
-            let offset = state.store(data, &header)?;
+            let (offset, _) = state.store(data, &header)?;
             state.index_transaction(&header, offset, Some(marker));
             state.apply_retention_bytes();
             offset
@@ -403,23 +420,17 @@ impl PartitionLog {
     }
 
     /// Returns once everything appended so far is on disk (at once without a data directory).
-    /// Produces waiting at the same moment share one sync.
+    /// Waiters share the data directory's group commit rounds.
     pub async fn flush(&self) -> Result<(), ResponseError> {
-        let target = match &self.state.lock().disk {
-            None => return Ok(()),
+        let Some(commit) = &self.commit else {
+            return Ok(());
+        };
+        let ticket = match &self.state.lock().disk {
             Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
-            Some(disk) => disk.written,
+            Some(disk) => disk.ticket,
+            None => return Ok(()),
         };
-        let sync_point = || {
-            let state = self.state.lock();
-            let disk = state.disk.as_ref().expect("a flushed log is on disk");
-            disk.sync_point()
-        };
-        let commit = self
-            .commit
-            .as_ref()
-            .expect("a log on disk has its group commit");
-        commit.wait(target, sync_point).await.map_err(|e| {
+        commit.wait(ticket).await.map_err(|e| {
             tracing::error!("partition sync failed, no more appends: {e}");
             if let Some(disk) = &mut self.state.lock().disk {
                 disk.failed = true;
@@ -428,14 +439,15 @@ impl PartitionLog {
         })
     }
 
-    /// True when appends go to a data directory (and acks=all waits for [`flush`](Self::flush)).
+    /// True when appends go to a data directory.
     pub fn is_on_disk(&self) -> bool {
         self.commit.is_some()
     }
 
-    /// Syncs issued by [`flush`](Self::flush) so far.
-    pub fn syncs(&self) -> u64 {
-        self.commit.as_ref().map_or(0, GroupCommit::syncs)
+    /// The partition's `flush.messages` (the topic's, else the broker's), on disk only.
+    fn flush_messages(&self, state: &LogState) -> Option<u64> {
+        let commit = self.commit.as_ref()?;
+        state.policy.flush_messages.or(commit.defaults.messages)
     }
 
     /// A future that completes at the next append. Create (and `enable`) it before reading, so an

@@ -2,6 +2,8 @@
 
 use super::*;
 
+use std::time::Duration;
+
 impl PartitionLog {
     /// Bytes of batches held in memory rather than in files.
     pub(crate) fn resident_bytes(&self) -> usize {
@@ -292,26 +294,142 @@ fn a_log_on_disk_keeps_only_its_index_in_memory_and_reads_the_files() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[tokio::test]
-async fn flushes_waiting_at_the_same_moment_share_one_sync() {
-    let dir = std::env::temp_dir().join(format!("group-commit-test-{}", std::process::id()));
+/// A fresh directory for a test's partitions.
+fn test_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Partitions `0..count` of one topic in `dir`, sharing one pool and its group commit.
+fn disk_partitions(dir: &std::path::Path, count: i32) -> Vec<std::sync::Arc<PartitionLog>> {
     let pool = crate::file_pool::FilePool::new(None);
-    let disk = crate::disk_log::DiskLog::create(&pool, &dir, 0, 1 << 20).unwrap();
-    let log = PartitionLog::on_disk(disk);
-    for _ in 0..5 {
-        append(&log, 2, 10, 100);
+    (0..count)
+        .map(|p| {
+            let disk = crate::disk_log::DiskLog::create(&pool, dir, p, 1 << 20).unwrap();
+            std::sync::Arc::new(PartitionLog::on_disk(disk))
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn flushes_waiting_at_the_same_moment_share_one_sync() {
+    let dir = test_dir("group-commit-test");
+    let logs = disk_partitions(&dir, 2);
+    let commit = logs[0].commit.clone().unwrap();
+    for log in &logs {
+        for _ in 0..5 {
+            append(log, 2, 10, 100);
+        }
     }
-    let flushes = (0..5).map(|_| log.flush());
+    // Ten produces of two partitions waiting at once: one round, one sync per file.
+    let flushes = logs.iter().flat_map(|log| (0..5).map(|_| log.flush()));
     let results = futures_util::future::join_all(flushes).await;
     assert!(results.iter().all(Result::is_ok));
-    assert_eq!(log.syncs(), 1);
-    // Nothing new: no sync. Something new: one more.
-    log.flush().await.unwrap();
-    assert_eq!(log.syncs(), 1);
-    append(&log, 2, 10, 100);
-    log.flush().await.unwrap();
-    assert_eq!(log.syncs(), 2);
+    assert_eq!((commit.rounds(), commit.file_syncs()), (1, 2));
+    // Nothing new: no sync. Something new: one more, of that file only.
+    logs[1].flush().await.unwrap();
+    assert_eq!((commit.rounds(), commit.file_syncs()), (1, 2));
+    append(&logs[0], 2, 10, 100);
+    logs[0].flush().await.unwrap();
+    assert_eq!((commit.rounds(), commit.file_syncs()), (2, 3));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn appends_made_while_a_sync_runs_share_the_next_one() {
+    let dir = test_dir("group-commit-next-test");
+    let logs = disk_partitions(&dir, 2);
+    let commit = logs[0].commit.clone().unwrap();
+    append(&logs[0], 1, 10, 100);
+    let first = {
+        let log = logs[0].clone();
+        tokio::spawn(async move { log.flush().await })
+    };
+    // The first round starts (and takes the one append) before anything else is written.
+    tokio::task::yield_now().await;
+    for log in &logs {
+        for _ in 0..3 {
+            append(log, 1, 10, 100);
+        }
+    }
+    let flushes = logs.iter().flat_map(|log| (0..3).map(|_| log.flush()));
+    let results = futures_util::future::join_all(flushes).await;
+    assert!(results.iter().all(Result::is_ok));
+    first.await.unwrap().unwrap();
+    assert_eq!((commit.rounds(), commit.file_syncs()), (2, 3));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_background_syncs_a_write_once_its_flush_ms_has_passed() {
+    let dir = test_dir("group-commit-background-test");
+    let logs = disk_partitions(&dir, 1);
+    let log = &logs[0];
+    log.set_policy(LogPolicy {
+        flush_ms: Some(100),
+        ..LogPolicy::default()
+    });
+    let commit = log.commit.clone().unwrap();
+    let background = {
+        let commit = commit.clone();
+        tokio::spawn(async move { commit.run_background().await })
+    };
+    append(log, 1, 10, 100);
+    let ticket = log.state.lock().disk.as_ref().unwrap().ticket;
+    tokio::time::sleep(Duration::from_millis(99)).await;
+    assert_eq!(commit.rounds(), 0);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    commit.ended(ticket).await;
+    assert_eq!((commit.rounds(), commit.file_syncs()), (1, 1));
+    // Two more writes within the next 100 ms: one more round for both.
+    append(log, 1, 10, 100);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    append(log, 1, 10, 100);
+    let ticket = log.state.lock().disk.as_ref().unwrap().ticket;
+    tokio::time::sleep(Duration::from_millis(49)).await;
+    assert_eq!(commit.rounds(), 1);
+    commit.ended(ticket).await;
+    assert_eq!((commit.rounds(), commit.file_syncs()), (2, 2));
+    background.abort();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_append_that_reaches_flush_messages_waits_for_the_disk() {
+    let dir = test_dir("flush-messages-test");
+    let logs = disk_partitions(&dir, 1);
+    let log = &logs[0];
+    let sync_first = |count| {
+        let (mut bytes, _) = batch(count, 10, 100);
+        bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+        let header = BatchHeader::parse(&bytes).unwrap();
+        log.append(&bytes, &header).unwrap().sync_first
+    };
+    // Kafka's default: no answer waits.
+    assert!(!sync_first(1000));
+    log.set_policy(LogPolicy {
+        flush_messages: Some(5),
+        ..LogPolicy::default()
+    });
+    // The 1,000 records appended before count: the first append waits, then every fifth record.
+    let waits: Vec<bool> = [2, 2, 1, 4, 1, 10].into_iter().map(sync_first).collect();
+    assert_eq!(waits, [true, false, false, true, false, true]);
+    log.set_policy(LogPolicy {
+        flush_messages: Some(1),
+        ..LogPolicy::default()
+    });
+    assert!(sync_first(1) && sync_first(1));
+    // In memory, nothing waits whatever the topic says.
+    let memory = PartitionLog::new();
+    memory.set_policy(LogPolicy {
+        flush_messages: Some(1),
+        ..LogPolicy::default()
+    });
+    let (mut bytes, _) = batch(1, 10, 100);
+    bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+    let header = BatchHeader::parse(&bytes).unwrap();
+    assert!(!memory.append(&bytes, &header).unwrap().sync_first);
     std::fs::remove_dir_all(&dir).unwrap();
 }

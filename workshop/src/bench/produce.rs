@@ -7,8 +7,9 @@
 //! against the raw sink with a window of 5; in both the raw frame is the batch size. Figures are
 //! MiB/s of record values (keys and record framing count against us) and records/s.
 //!
-//! The acks=all lines of 1 KiB records run once more against a broker with `--data-dir`, next to
-//! their in-memory figure: what waiting for fsync (group commit) costs.
+//! The acks=all lines of 1 KiB records run twice more against a broker with `--data-dir`, next
+//! to their in-memory figure: synced before each answer (what the group commit costs, beside
+//! the disk's own limit for the same syncs), and with Kafka's default flush policy.
 //!
 //! The keyed lines (six partitions) are compared with the same producer unkeyed, as C.3 judges
 //! them: six partitions put up to six batches into one request, a shape no one-frame raw probe
@@ -183,53 +184,127 @@ pub async fn run(bench: &mut Bench) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// The acks=all variants again against a broker with `--data-dir`, where every answer waits for
-/// fsync (shared by the produces waiting at that moment), next to the same run in memory.
+/// How a broker with `--data-dir` syncs, as the produce lines run it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// `--log-flush-interval-messages 1`: every answer waits for fdatasync.
+    BeforeEachAnswer,
+    /// Kafka's default (`log.flush.interval.*` unset): answers wait for the write, the broker
+    /// syncs in the background.
+    Background,
+}
+
+impl Flush {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Flush::BeforeEachAnswer => &["--log-flush-interval-messages", "1"],
+            Flush::Background => &[],
+        }
+    }
+
+    fn fsync(self) -> bool {
+        self == Flush::BeforeEachAnswer
+    }
+
+    /// Issue 33's targets, as fractions of the same producer in memory.
+    fn goal(self, variant: Variant, ratio: Option<f64>) -> Goal {
+        let min = match (self, variant.batch >= 1 << 20) {
+            (Flush::BeforeEachAnswer, false) => 0.3,
+            (Flush::BeforeEachAnswer, true) => 0.5,
+            (Flush::Background, _) => 0.8,
+        };
+        Goal::ratio_at_least(ratio, min)
+    }
+}
+
+/// The acks=all variants again against a broker with `--data-dir`, once synced before each
+/// answer and once with Kafka's default flush policy, next to the same run in memory; the synced
+/// lines also carry the disk's own limit for one group commit round's bytes (all the batches in
+/// flight), measured in the same directory.
 async fn on_disk(bench: &mut Bench, in_memory: &[(Variant, f64)]) -> Result<(), BenchError> {
     let dir = std::env::temp_dir().join(format!("workshop-bench-data-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let dir_flag = dir.to_string_lossy().into_owned();
-    let mut cluster = Cluster::start_with(&bench.plan, &["--data-dir", &dir_flag]).await?;
-    let result = async {
-        for &(variant, memory) in in_memory {
-            let topic = cluster
-                .create_topic("produce-disk", 1, &[RETENTION])
-                .await?;
-            cluster.reset_usage();
-            let measured = measure(&cluster, &topic, variant, &bench.plan).await;
-            cluster.delete_topic(&topic).await;
-            let (mib, records) = measured?;
-            let mut figure =
-                Figure::new("produce", format!("{}, data dir", variant.label()), "MiB/s");
-            figure.params = with_target(
-                json!({
-                    "record_bytes": variant.record,
-                    "batch_bytes": variant.batch,
-                    "acks": variant.acks.to_string(),
-                    "in_flight": variant.in_flight(),
-                    "idempotent": true,
-                    "partitions": 1,
-                    "data_dir": true,
-                    "records_per_run": bench.plan.records(variant.record, variant.batch),
-                }),
-                &bench.plan,
-            );
-            figure.runs = mib;
-            figure.broker = cluster.usage_since_last();
-            figure.extra("records_per_s", sig(records.median()));
-            figure.ceiling = Some(Ceiling {
-                name: "same producer, memory only".into(),
-                value: memory,
-                unit: "MiB/s",
-            });
-            bench.reporter.emit(&figure);
-        }
-        Ok(())
+    let mut limits = Vec::new();
+    for &(variant, _) in in_memory {
+        let round = variant.batch * variant.in_flight();
+        let limit = bench
+            .raw
+            .disk(round, &dir.join("probe"), &bench.plan, &mut bench.reporter)
+            .await;
+        limits.push(limit?);
     }
-    .await;
-    drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
-    result
+    for flush in [Flush::BeforeEachAnswer, Flush::Background] {
+        let result = on_disk_with(bench, in_memory, &limits, flush, &dir).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result?;
+    }
+    Ok(())
+}
+
+async fn on_disk_with(
+    bench: &mut Bench,
+    in_memory: &[(Variant, f64)],
+    limits: &[Ceiling],
+    flush: Flush,
+    dir: &std::path::Path,
+) -> Result<(), BenchError> {
+    let dir_flag = dir.to_string_lossy().into_owned();
+    let mut flags = vec!["--data-dir", &dir_flag];
+    flags.extend(flush.flags());
+    let mut cluster = Cluster::start_with(&bench.plan, &flags).await?;
+    for (&(variant, memory), limit) in in_memory.iter().zip(limits) {
+        let topic = cluster
+            .create_topic("produce-disk", 1, &[RETENTION])
+            .await?;
+        cluster.reset_usage();
+        let measured = measure(&cluster, &topic, variant, &bench.plan).await;
+        cluster.delete_topic(&topic).await;
+        let (mib, records) = measured?;
+        let mode = if flush.fsync() {
+            "synced"
+        } else {
+            "flush unset"
+        };
+        let mut figure = Figure::new(
+            "produce",
+            format!("{}, data dir, {mode}", variant.label()),
+            "MiB/s",
+        );
+        figure.params = with_target(
+            json!({
+                "record_bytes": variant.record,
+                "batch_bytes": variant.batch,
+                "acks": variant.acks.to_string(),
+                "in_flight": variant.in_flight(),
+                "idempotent": true,
+                "partitions": 1,
+                "data_dir": true,
+                "fsync": flush.fsync(),
+                "flags": flush.flags().join(" "),
+                "records_per_run": bench.plan.records(variant.record, variant.batch),
+            }),
+            &bench.plan,
+        );
+        figure.runs = mib;
+        figure.broker = cluster.usage_since_last();
+        figure.extra("records_per_s", sig(records.median()));
+        if flush.fsync() {
+            let of_limit = figure.median() / limit.value;
+            figure
+                .extra("disk_limit", json!(limit.name))
+                .extra("disk_limit_mib_per_s", sig(limit.value))
+                .extra("ratio_to_disk_limit", sig(of_limit));
+        }
+        figure.ceiling = Some(Ceiling {
+            name: "same producer, memory only".into(),
+            value: memory,
+            unit: "MiB/s",
+        });
+        figure.goal = Some(flush.goal(variant, figure.ratio()));
+        bench.reporter.emit(&figure);
+    }
+    Ok(())
 }
 
 /// The Goal column of C.3 for an unkeyed variant, where it has one.

@@ -4,10 +4,12 @@
 //! when a case first needs it, and printed as a `raw` line of its own.
 
 pub mod client;
+pub mod disk;
 pub mod server;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::Path;
 
 use serde_json::json;
 
@@ -50,6 +52,8 @@ pub struct PingPong {
 pub struct Ceilings {
     server: Option<Spawned>,
     throughput: HashMap<Probe, f64>,
+    /// The disk's MiB/s by the bytes of each synced append.
+    disk: HashMap<usize, f64>,
     ping_pong: Option<PingPong>,
 }
 
@@ -132,6 +136,54 @@ impl Ceilings {
         let median = figure.median();
         reporter.emit(&figure);
         Ok(median)
+    }
+
+    /// The disk's MiB/s for appends of `write` bytes each followed by fdatasync, in `dir` (where
+    /// the broker writes), measured on first use.
+    pub async fn disk(
+        &mut self,
+        write: usize,
+        dir: &Path,
+        plan: &Plan,
+        reporter: &mut Reporter,
+    ) -> Result<Ceiling, BenchError> {
+        let label = format!("disk: append {} + fdatasync", size_name(write));
+        let value = match self.disk.get(&write) {
+            Some(v) => *v,
+            None => {
+                // About a quarter second at this machine's ~240 MiB/s, far more under load.
+                let total: u64 = if plan.quick { 8 << 20 } else { 64 << 20 };
+                let mut runs = Runs::default();
+                let mut syncs = Runs::default();
+                for i in 0..=plan.runs {
+                    let (dir, deadline) = (dir.to_path_buf(), plan.deadline);
+                    let run = tokio::task::spawn_blocking(move || {
+                        disk::append_and_sync(&dir, write, total, deadline)
+                    })
+                    .await
+                    .map_err(|e| BenchError::new(format!("{label}: {e}")))?
+                    .map_err(|e| BenchError::new(format!("{label}: {e}")))?;
+                    if i > 0 {
+                        runs.push(run.mib_per_s());
+                        syncs.push(run.syncs_per_s());
+                    }
+                }
+                let mut figure = Figure::new("raw", label.clone(), "MiB/s");
+                figure.params =
+                    json!({"shape": "disk", "write_bytes": write, "bytes_per_run": total});
+                figure.runs = runs;
+                figure.extra("syncs_per_s", sig(syncs.median()));
+                let median = figure.median();
+                reporter.emit(&figure);
+                self.disk.insert(write, median);
+                median
+            }
+        };
+        Ok(Ceiling {
+            name: label,
+            value,
+            unit: "MiB/s",
+        })
     }
 
     /// 64-byte ping-pong latency, measured on first use.
