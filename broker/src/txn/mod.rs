@@ -106,9 +106,56 @@ pub struct Ending {
     pub offsets: Vec<(String, Vec<OffsetCommit>)>,
 }
 
+/// Every transactional id's state, and which one each producer id belongs to: a partition asks
+/// by producer id whether a batch is in an ongoing transaction, once per transaction and
+/// partition, under the partition's lock, so the answer is one look-up.
+#[derive(Debug, Default, Clone)]
+struct Txns {
+    by_id: HashMap<String, TxnMeta>,
+    by_producer: HashMap<i64, String>,
+}
+
+impl Txns {
+    fn new(by_id: HashMap<String, TxnMeta>) -> Self {
+        let by_producer = by_id
+            .iter()
+            .map(|(id, meta)| (meta.producer_id, id.clone()))
+            .collect();
+        Self { by_id, by_producer }
+    }
+
+    fn get(&self, transactional_id: &str) -> Option<&TxnMeta> {
+        self.by_id.get(transactional_id)
+    }
+
+    /// Sets the state of `transactional_id`; a new producer id replaces the old one's entry.
+    fn insert(&mut self, transactional_id: &str, meta: TxnMeta) {
+        let producer_id = meta.producer_id;
+        if let Some(old) = self.by_id.insert(transactional_id.to_string(), meta) {
+            if old.producer_id != producer_id {
+                self.by_producer.remove(&old.producer_id);
+            }
+        }
+        self.by_producer
+            .insert(producer_id, transactional_id.to_string());
+    }
+
+    fn remove(&mut self, transactional_id: &str) {
+        if let Some(old) = self.by_id.remove(transactional_id) {
+            self.by_producer.remove(&old.producer_id);
+        }
+    }
+
+    fn by_producer(&self, producer_id: i64) -> Option<&TxnMeta> {
+        self.by_producer
+            .get(&producer_id)
+            .and_then(|id| self.by_id.get(id))
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct TxnCoordinator {
-    txns: Mutex<HashMap<String, TxnMeta>>,
+    txns: Mutex<Txns>,
     /// The file every change is written to before it is answered; `None` in memory.
     file: Option<PathBuf>,
 }
@@ -133,18 +180,18 @@ impl TxnCoordinator {
             .collect();
         Ok((
             Self {
-                txns: Mutex::new(txns),
+                txns: Mutex::new(Txns::new(txns)),
                 file: Some(file),
             },
             unfinished,
         ))
     }
 
-    fn persist(&self, txns: &HashMap<String, TxnMeta>) -> TxnResult<()> {
+    fn persist(&self, txns: &Txns) -> TxnResult<()> {
         let Some(file) = &self.file else {
             return Ok(());
         };
-        store::save(file, txns).map_err(|e| {
+        store::save(file, &txns.by_id).map_err(|e| {
             tracing::error!("transaction state not written: {e}");
             ResponseError::CoordinatorNotAvailable
         })
@@ -195,10 +242,10 @@ impl TxnCoordinator {
         } else {
             meta.state = TxnState::Empty;
         }
-        txns.insert(transactional_id.to_string(), meta.clone());
+        txns.insert(transactional_id, meta.clone());
         if let Err(e) = self.persist(&txns) {
             match before {
-                Some(b) => txns.insert(transactional_id.to_string(), b),
+                Some(b) => txns.insert(transactional_id, b),
                 None => txns.remove(transactional_id),
             };
             return Err(e);
@@ -219,21 +266,21 @@ impl TxnCoordinator {
         change: impl FnOnce(&mut TxnMeta) -> TxnResult<T>,
     ) -> TxnResult<T> {
         let mut txns = self.txns.lock();
-        let meta = txns
-            .get_mut(transactional_id)
+        let before = txns
+            .get(transactional_id)
             .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        check_producer(meta, producer_id, epoch)?;
-        let before = meta.clone();
-        let changed = change(meta).map(|out| (out, *meta != before));
-        let changed = match changed {
-            Ok((out, true)) => self.persist(&txns).map(|()| out),
-            Ok((out, false)) => Ok(out),
-            Err(e) => Err(e),
-        };
-        if changed.is_err() {
-            txns.insert(transactional_id.to_string(), before);
+        check_producer(before, producer_id, epoch)?;
+        let mut meta = before.clone();
+        let out = change(&mut meta)?;
+        if meta != *before {
+            let before = before.clone();
+            txns.insert(transactional_id, meta);
+            if let Err(e) = self.persist(&txns) {
+                txns.insert(transactional_id, before);
+                return Err(e);
+            }
         }
-        changed
+        Ok(out)
     }
 
     /// [`update`](Self::update) of a transaction that may take more: an ended one starts
@@ -346,7 +393,7 @@ impl TxnCoordinator {
     /// The markers and offsets of `ending` are written: the transaction is complete.
     pub fn completed(&self, ending: &Ending) -> TxnResult<()> {
         let mut txns = self.txns.lock();
-        let Some(meta) = txns.get_mut(&ending.transactional_id) else {
+        let Some(meta) = txns.by_id.get_mut(&ending.transactional_id) else {
             return Ok(());
         };
         if meta.producer_id != ending.producer_id || meta.epoch != ending.epoch {
@@ -363,13 +410,18 @@ impl TxnCoordinator {
     /// than its timeout at `now_ms`; returns their endings for the caller to write.
     pub fn abort_timed_out(&self, now_ms: i64, producer_ids: &ProducerIds) -> Vec<Ending> {
         let mut txns = self.txns.lock();
-        let before = txns.clone();
+        let timed_out: Vec<(String, TxnMeta)> = txns
+            .by_id
+            .iter()
+            .filter(|(_, meta)| {
+                let deadline = meta.started_ms.saturating_add(i64::from(meta.timeout_ms));
+                meta.is_open() && now_ms > deadline
+            })
+            .map(|(id, meta)| (id.clone(), meta.clone()))
+            .collect();
         let mut endings = Vec::new();
-        for (id, meta) in txns.iter_mut() {
-            let deadline = meta.started_ms.saturating_add(i64::from(meta.timeout_ms));
-            if !meta.is_open() || now_ms <= deadline {
-                continue;
-            }
+        for (id, before) in &timed_out {
+            let mut meta = before.clone();
             if meta.epoch >= i16::MAX - 1 {
                 match producer_ids.allocate() {
                     Ok(id) => (meta.producer_id, meta.epoch) = (id, 0),
@@ -380,13 +432,16 @@ impl TxnCoordinator {
             }
             meta.state = TxnState::PrepareAbort;
             meta.offsets.clear();
-            endings.push(ending(id, meta));
+            endings.push(ending(id, &meta));
+            txns.insert(id, meta);
         }
         if endings.is_empty() {
             return endings;
         }
         if self.persist(&txns).is_err() {
-            *txns = before;
+            for (id, before) in timed_out {
+                txns.insert(&id, before);
+            }
             return Vec::new();
         }
         for ending in &endings {
@@ -398,9 +453,8 @@ impl TxnCoordinator {
     /// True when `producer_id` at `epoch` has `topic`-`partition` in its open transaction: a
     /// transactional batch is accepted only then.
     pub fn accepts(&self, producer_id: i64, epoch: i16, topic: &str, partition: i32) -> bool {
-        self.txns.lock().values().any(|m| {
-            m.producer_id == producer_id
-                && m.epoch == epoch
+        self.txns.lock().by_producer(producer_id).is_some_and(|m| {
+            m.epoch == epoch
                 && m.is_open()
                 && m.partitions.contains(&(topic.to_string(), partition))
         })
