@@ -17,6 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::code;
 use crate::group::messages::OffsetCommit;
+use crate::group::offsets::metadata_too_large;
 use crate::log::now_millis;
 use crate::state::BrokerState;
 use crate::txn_end::finish;
@@ -161,28 +162,40 @@ pub fn commit_offsets(
     request: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
+    // Each partition's own refusal, in request order (one pass: the answer costs what the
+    // request does). Kafka refuses unknown partitions first, then metadata past
+    // `offset.metadata.max.bytes` (`GroupMetadataManager.validateOffsetMetadataLength`), each
+    // for its partition; the others go to the transaction, and are all it will commit.
     let mut commits = Vec::new();
-    let mut unknown = Vec::new();
-    for topic in &request.topics {
-        let known = state.topics.get(&topic.name);
-        for p in &topic.partitions {
-            if known
-                .as_ref()
-                .and_then(|t| t.partition(p.partition_index))
-                .is_none()
-            {
-                unknown.push((topic.name.to_string(), p.partition_index));
-                continue;
-            }
-            commits.push(OffsetCommit {
-                topic: topic.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            });
-        }
-    }
+    let refused: Vec<Vec<Option<ResponseError>>> = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let known = state.topics.get(&topic.name);
+            topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let index = p.partition_index;
+                    if known.as_ref().and_then(|t| t.partition(index)).is_none() {
+                        return Some(ResponseError::UnknownTopicOrPartition);
+                    }
+                    let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
+                    if metadata.as_deref().is_some_and(metadata_too_large) {
+                        return Some(ResponseError::OffsetMetadataTooLarge);
+                    }
+                    commits.push(OffsetCommit {
+                        topic: topic.name.to_string(),
+                        partition: index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                    });
+                    None
+                })
+                .collect()
+        })
+        .collect();
     let member = state.groups.validate_txn_offset_commit(
         &request.group_id,
         &request.member_id,
@@ -202,22 +215,20 @@ pub fn commit_offsets(
             commits,
         )
     };
+    let outcome_code = outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0);
     let topics = request
         .topics
         .into_iter()
-        .map(|t| {
+        .zip(refused)
+        .map(|(t, refused)| {
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| {
-                    let error = if unknown.contains(&(t.name.to_string(), p.partition_index)) {
-                        code(ResponseError::UnknownTopicOrPartition)
-                    } else {
-                        outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0)
-                    };
+                .zip(refused)
+                .map(|(p, refused)| {
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(error)
+                        .with_error_code(refused.map_or(outcome_code, code))
                 })
                 .collect();
             TxnOffsetCommitResponseTopic::default()
