@@ -534,3 +534,40 @@ async fn a_txn_offset_commit_of_100k_unknown_partitions_is_answered_per_partitio
         .iter()
         .all(|e| *e == ResponseError::UnknownTopicOrPartition.code()));
 }
+
+/// One line of the transaction state that cannot be read (a disk's bit flip, an edit by hand)
+/// costs that line only: the broker starts, says so on stderr, and keeps every other
+/// transactional id (the broker refused to start).
+#[tokio::test]
+async fn a_bad_line_in_the_transaction_state_is_skipped_and_the_rest_kept() {
+    let dir = data_dir("txn-bad-line");
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = setup(&broker).await;
+    let (_, pay, _) = init(&mut client, "pay", 60_000).await;
+    let (_, ship, _) = init(&mut client, "ship", 60_000).await;
+    drop(client);
+    drop(broker);
+    // "ship" in hex: its header line garbled, in the snapshot or the journal that holds it.
+    let mut garbled = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("@transactions") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let bad = text.replace(&format!("txn 73686970 {ship} "), "txn 73686970 what ");
+        garbled += usize::from(bad != text);
+        std::fs::write(&path, bad).unwrap();
+    }
+    assert_eq!(garbled, 1);
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    // "pay" kept its producer id and epoch; "ship" starts over with a new producer id.
+    assert_eq!(init(&mut client, "pay", 60_000).await, (0, pay, 1));
+    let (code, again, epoch) = init(&mut client, "ship", 60_000).await;
+    assert_eq!((code, epoch), (0, 0));
+    assert_ne!(again, ship);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

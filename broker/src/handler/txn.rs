@@ -41,12 +41,16 @@ pub async fn init_producer_id(
     let outcome = match request.transactional_id.as_ref().map(|t| t.as_str()) {
         None => state.producer_ids.init_idempotent(),
         Some(transactional_id) => {
-            match state.txns.init(
-                transactional_id,
-                request.transaction_timeout_ms,
-                state.config.transaction_max_timeout_ms,
-                &state.producer_ids,
-            ) {
+            match state
+                .txns
+                .init(
+                    transactional_id,
+                    request.transaction_timeout_ms,
+                    state.config.transaction_max_timeout_ms,
+                    &state.producer_ids,
+                )
+                .await
+            {
                 Ok((id, epoch, None)) => Ok((id, epoch)),
                 // The previous instance's open transaction, aborted with the new epoch: written
                 // before the new instance may start its own.
@@ -66,7 +70,7 @@ pub async fn init_producer_id(
     }
 }
 
-pub fn add_partitions(
+pub async fn add_partitions(
     state: &BrokerState,
     request: AddPartitionsToTxnRequest,
     version: i16,
@@ -88,13 +92,16 @@ pub fn add_partitions(
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| (t.name.to_string(), *p)))
             .collect();
-        state.txns.add_partitions(
-            &request.v3_and_below_transactional_id,
-            request.v3_and_below_producer_id.0,
-            request.v3_and_below_producer_epoch,
-            &wanted,
-            now_millis(),
-        )
+        state
+            .txns
+            .add_partitions(
+                &request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id.0,
+                request.v3_and_below_producer_epoch,
+                &wanted,
+                now_millis(),
+            )
+            .await
     } else {
         Err(ResponseError::OperationNotAttempted)
     };
@@ -125,29 +132,35 @@ pub fn add_partitions(
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
 }
 
-pub fn add_offsets(
+pub async fn add_offsets(
     state: &BrokerState,
     request: AddOffsetsToTxnRequest,
     version: i16,
 ) -> AddOffsetsToTxnResponse {
-    let outcome = state.txns.add_offsets(
-        &request.transactional_id,
-        request.producer_id.0,
-        request.producer_epoch,
-        &request.group_id,
-        now_millis(),
-    );
+    let outcome = state
+        .txns
+        .add_offsets(
+            &request.transactional_id,
+            request.producer_id.0,
+            request.producer_epoch,
+            &request.group_id,
+            now_millis(),
+        )
+        .await;
     AddOffsetsToTxnResponse::default()
         .with_error_code(outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0))
 }
 
 pub async fn end(state: &BrokerState, request: EndTxnRequest, version: i16) -> EndTxnResponse {
-    let decided = state.txns.end(
-        &request.transactional_id,
-        request.producer_id.0,
-        request.producer_epoch,
-        request.committed,
-    );
+    let decided = state
+        .txns
+        .end(
+            &request.transactional_id,
+            request.producer_id.0,
+            request.producer_epoch,
+            request.committed,
+        )
+        .await;
     let outcome = match decided {
         Ok(Some(ending)) => finish(state, &ending).await,
         Ok(None) => Ok(()),
@@ -157,7 +170,7 @@ pub async fn end(state: &BrokerState, request: EndTxnRequest, version: i16) -> E
         .with_error_code(outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0))
 }
 
-pub fn commit_offsets(
+pub async fn commit_offsets(
     state: &BrokerState,
     request: TxnOffsetCommitRequest,
     version: i16,
@@ -207,13 +220,16 @@ pub fn commit_offsets(
     } else if let Err(e) = member {
         Err(e)
     } else {
-        state.txns.commit_offsets(
-            &request.transactional_id,
-            request.producer_id.0,
-            request.producer_epoch,
-            &request.group_id,
-            commits,
-        )
+        state
+            .txns
+            .commit_offsets(
+                &request.transactional_id,
+                request.producer_id.0,
+                request.producer_epoch,
+                &request.group_id,
+                commits,
+            )
+            .await
     };
     let outcome_code = outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0);
     let topics = request
