@@ -177,8 +177,11 @@ impl LogState {
         match marker {
             Some(marker) => {
                 txns.marker(header.producer_id, marker, base_offset);
-                self.sequences
-                    .marker(header.producer_id, header.producer_epoch);
+                self.sequences.marker(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.max_timestamp,
+                );
             }
             None if !header.is_control() => {
                 txns.data(header.producer_id, header.producer_epoch, base_offset)
@@ -324,6 +327,22 @@ impl PartitionLog {
     /// Bytes stored in this partition.
     pub fn size_bytes(&self) -> usize {
         self.state.lock().bytes
+    }
+
+    /// Forgets the producers idle here since `cutoff_ms` (`producer.id.expiration.ms` ago)
+    /// with no transaction open here; how many.
+    pub fn expire_producers(&self, cutoff_ms: i64) -> usize {
+        let mut state = self.state.lock();
+        let LogState {
+            sequences, txns, ..
+        } = &mut *state;
+        let open = |id: i64| txns.as_ref().is_some_and(|t| t.has_open(id));
+        sequences.expire(cutoff_ms, open)
+    }
+
+    /// Producers with idempotence state here.
+    pub fn producers(&self) -> usize {
+        self.state.lock().sequences.producers()
     }
 
     /// Retries absorbed by the idempotence check so far.

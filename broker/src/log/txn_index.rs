@@ -87,6 +87,11 @@ impl TxnIndex {
         }
     }
 
+    /// True when `producer_id` has a transaction open here, at any epoch.
+    pub fn has_open(&self, producer_id: i64) -> bool {
+        self.ongoing.iter().any(|o| o.producer_id == producer_id)
+    }
+
     /// The first offset of the oldest open transaction.
     pub fn first_unstable(&self) -> Option<i64> {
         self.ongoing.iter().map(|o| o.first_offset).min()

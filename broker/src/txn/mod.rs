@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use protocol::control::Marker;
 
 use crate::group::messages::OffsetCommit;
+use crate::log::now_millis;
 use crate::producer::ProducerIds;
 use store::Journal;
 
@@ -75,6 +76,8 @@ pub struct TxnMeta {
     pub state: TxnState,
     /// When the open transaction began (wall clock, ms).
     pub started_ms: i64,
+    /// When it last changed (wall clock, ms): `transactional.id.expiration.ms` counts from it.
+    pub updated_ms: i64,
     pub partitions: BTreeSet<(String, i32)>,
     pub groups: BTreeSet<String>,
     /// Offsets committed in the open transaction, by group, then partition: the last one wins.
@@ -89,6 +92,7 @@ impl TxnMeta {
             timeout_ms,
             state: TxnState::Empty,
             started_ms: 0,
+            updated_ms: 0,
             partitions: BTreeSet::new(),
             groups: BTreeSet::new(),
             offsets: BTreeMap::new(),
@@ -106,15 +110,16 @@ impl TxnMeta {
             timeout_ms: self.timeout_ms,
             state: self.state,
             started_ms: self.started_ms,
+            updated_ms: self.updated_ms,
         }
     }
 
     fn apply(&mut self, change: Change) {
         let h = change.header;
         (self.producer_id, self.epoch, self.timeout_ms) = (h.producer_id, h.epoch, h.timeout_ms);
-        (self.state, self.started_ms) = (h.state, h.started_ms);
+        (self.state, self.started_ms, self.updated_ms) = (h.state, h.started_ms, h.updated_ms);
         match change.reset {
-            Reset::Nothing => {}
+            Reset::Nothing | Reset::Forget => {}
             Reset::Offsets => self.offsets.clear(),
             Reset::All => {
                 self.partitions.clear();
@@ -147,6 +152,7 @@ struct Header {
     timeout_ms: i32,
     state: TxnState,
     started_ms: i64,
+    updated_ms: i64,
 }
 
 /// What a change forgets before it adds its items.
@@ -156,6 +162,8 @@ enum Reset {
     /// An abort drops the offsets; its partitions still need their markers.
     Offsets,
     All,
+    /// The transactional id itself: it expired.
+    Forget,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -232,6 +240,14 @@ impl Txns {
     fn apply(&mut self, change: Change) {
         let producer_id = change.header.producer_id;
         let id = change.transactional_id.clone();
+        if change.reset == Reset::Forget {
+            if let Some(old) = self.by_id.remove(&id) {
+                if self.by_producer.get(&old.producer_id) == Some(&id) {
+                    self.by_producer.remove(&old.producer_id);
+                }
+            }
+            return;
+        }
         let meta = self
             .by_id
             .entry(id.clone())
@@ -319,7 +335,11 @@ impl TxnCoordinator {
 
     /// Takes `changes`, decided under the lock held as `txns`: in memory they apply at once;
     /// with a journal their ids are pending until [`settle`](Self::settle) has written them.
-    fn stage(&self, txns: &mut Txns, changes: Vec<Change>) -> Staged {
+    fn stage(&self, txns: &mut Txns, mut changes: Vec<Change>) -> Staged {
+        let now_ms = now_millis();
+        for change in &mut changes {
+            change.header.updated_ms = now_ms;
+        }
         if self.journal.is_none() {
             return Staged::Applied(txns.apply_all(changes));
         }
@@ -654,6 +674,45 @@ impl TxnCoordinator {
             producer_ids.restore(ending.producer_id, ending.epoch);
         }
         endings
+    }
+
+    /// Forgets the transactional ids with no transaction under way (Empty, CompleteCommit,
+    /// CompleteAbort) that have not changed since `cutoff_ms` (`transactional.id.expiration.ms`
+    /// ago), as Kafka's `TransactionStateManager.removeExpiredTransactionalIds`; their producer
+    /// ids are forgotten by `producer_ids` too. An expired id is a new one to InitProducerId (a
+    /// fresh producer id) and unknown to the other requests (INVALID_PRODUCER_ID_MAPPING). How
+    /// many.
+    pub async fn expire(&self, cutoff_ms: i64, producer_ids: &ProducerIds) -> usize {
+        let (staged, expired) = {
+            let mut txns = self.txns.lock();
+            let changes: Vec<Change> = txns
+                .by_id
+                .iter()
+                .filter(|(id, m)| {
+                    let idle = matches!(
+                        m.state,
+                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                    );
+                    idle && m.updated_ms <= cutoff_ms && !txns.pending.contains(*id)
+                })
+                .map(|(id, m)| Change {
+                    reset: Reset::Forget,
+                    ..Change::to(id, m.header())
+                })
+                .collect();
+            if changes.is_empty() {
+                return 0;
+            }
+            let expired: Vec<i64> = changes.iter().map(|c| c.header.producer_id).collect();
+            (self.stage(&mut txns, changes), expired)
+        };
+        if self.settle(staged).await.is_err() {
+            return 0;
+        }
+        for producer_id in &expired {
+            producer_ids.forget(*producer_id);
+        }
+        expired.len()
     }
 
     /// True when `producer_id` at `epoch` has `topic`-`partition` in its open transaction: a

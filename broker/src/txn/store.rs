@@ -10,8 +10,8 @@
 //!
 //! ```text
 //! begin
-//! txn <id> <producer id> <epoch> <timeout ms> <state> <started ms>
-//! clear <all|offsets>
+//! txn <id> <producer id> <epoch> <timeout ms> <state> <started ms> <updated ms>
+//! clear <all|offsets|id>
 //! p <topic> <partition>
 //! g <group>
 //! o <group> <topic> <partition> <offset> <leader epoch> <metadata>
@@ -35,6 +35,7 @@ use tracing::warn;
 use super::{Change, Header, Item, Reset, TxnState, Txns, TXN_FILE};
 use crate::durable::{sync_dir, write_atomically};
 use crate::group::messages::OffsetCommit;
+use crate::log::now_millis;
 
 /// A journal may grow to this size before the snapshot is rewritten, however small it is.
 const MIN_COMPACT_BYTES: u64 = 1 << 20;
@@ -88,18 +89,20 @@ pub fn encode(change: &Change, out: &mut String) {
     let h = &change.header;
     out.push_str("begin\n");
     out.push_str(&format!(
-        "txn {} {} {} {} {} {}\n",
+        "txn {} {} {} {} {} {} {}\n",
         hex(&change.transactional_id),
         h.producer_id,
         h.epoch,
         h.timeout_ms,
         state_name(h.state),
-        h.started_ms
+        h.started_ms,
+        h.updated_ms
     ));
     match change.reset {
         Reset::Nothing => {}
         Reset::Offsets => out.push_str("clear offsets\n"),
         Reset::All => out.push_str("clear all\n"),
+        Reset::Forget => out.push_str("clear id\n"),
     }
     for item in &change.items {
         match item {
@@ -161,7 +164,8 @@ fn parse_line(line: &str) -> Result<Line, &'static str> {
         ("begin", 1) => Line::Begin,
         ("end", 1) => Line::End,
         ("covers", 2) => Line::Covers(number(1)?.try_into().map_err(|_| "number")?),
-        ("txn", 7) => Line::Header(
+        // Seven fields: written before transactional ids expired; idle from now on.
+        ("txn", 7 | 8) => Line::Header(
             text(1)?,
             Header {
                 producer_id: number(2)?,
@@ -169,11 +173,17 @@ fn parse_line(line: &str) -> Result<Line, &'static str> {
                 timeout_ms: small(4)?,
                 state: parse_state(fields[5]).ok_or("state")?,
                 started_ms: number(6)?,
+                updated_ms: if fields.len() == 8 {
+                    number(7)?
+                } else {
+                    now_millis()
+                },
             },
         ),
         ("clear", 2) => Line::Clear(match fields[1] {
             "all" => Reset::All,
             "offsets" => Reset::Offsets,
+            "id" => Reset::Forget,
             _ => return Err("clear"),
         }),
         ("p", 3) => Line::Item(Item::Partition(text(1)?, small(2)?)),

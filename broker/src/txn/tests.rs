@@ -1,4 +1,5 @@
 use super::*;
+use crate::log::now_millis;
 
 fn commit(topic: &str, partition: i32, offset: i64) -> OffsetCommit {
     OffsetCommit {
@@ -212,5 +213,12 @@ async fn the_state_file_round_trips_and_an_unfinished_end_is_handed_back() {
         .unwrap();
     assert_eq!(epoch, 1);
     assert!(restarted.is_fenced(other, 0));
+    // An idle id expires, and stays expired after a restart; the one being ended does not.
+    assert_eq!(again.expire(now_millis(), &restarted).await, 1);
+    assert!(!restarted.is_fenced(other, 0), "its epoch is forgotten too");
+    drop(again);
+    let (reopened, unfinished) = TxnCoordinator::open(&dir, &ProducerIds::default()).unwrap();
+    assert!(reopened.get("idle").is_none());
+    assert_eq!(unfinished.len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
