@@ -71,6 +71,14 @@ pub struct BrokerConfig {
     /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often the
     /// coordinator looks for transactions past their timeout, which it aborts.
     pub transaction_abort_interval: Duration,
+    /// Kafka's `producer.id.expiration.ms`: a partition forgets a producer id idle that long
+    /// (with no transaction open there).
+    pub producer_id_expiration_ms: i64,
+    /// Kafka's `transactional.id.expiration.ms`: the coordinator forgets a transactional id
+    /// idle that long (with no transaction under way).
+    pub transactional_id_expiration_ms: i64,
+    /// Kafka's `producer.id.expiration.check.interval.ms`: how often both are expired.
+    pub producer_id_expiration_check_interval: Duration,
     /// Kafka's `log.retention.check.interval.ms`: how often `retention.ms` is applied.
     pub log_retention_check_interval: Duration,
     /// Kafka's `log.cleaner.backoff.ms`: how often the log cleaner looks for compacted
@@ -115,6 +123,9 @@ impl Default for BrokerConfig {
             fetch_memory_bytes: 256 << 20,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_interval: Duration::from_secs(10),
+            producer_id_expiration_ms: 86_400_000,
+            transactional_id_expiration_ms: 604_800_000,
+            producer_id_expiration_check_interval: Duration::from_secs(600),
             log_retention_check_interval: Duration::from_secs(300),
             log_cleaner_backoff: Duration::from_secs(15),
             log_cleaner_dedupe_buffer_bytes: 128 << 20,

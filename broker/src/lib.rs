@@ -37,6 +37,7 @@ pub mod log;
 mod log_tasks;
 pub mod metrics;
 pub mod producer;
+pub mod producer_expiry;
 mod segment;
 mod server;
 mod state;

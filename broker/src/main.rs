@@ -106,6 +106,19 @@ struct Args {
     /// How often expired offsets are removed (Kafka's offsets.retention.check.interval.ms)
     #[arg(long, value_name = "MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
     offsets_retention_check_interval_ms: u64,
+    /// A partition forgets a producer id idle this long (Kafka's producer.id.expiration.ms)
+    #[arg(long, value_name = "MS", default_value_t = BrokerConfig::default().producer_id_expiration_ms,
+          value_parser = clap::value_parser!(i64).range(1..))]
+    producer_id_expiration_ms: i64,
+    /// The coordinator forgets a transactional id idle this long (Kafka's
+    /// transactional.id.expiration.ms)
+    #[arg(long, value_name = "MS", default_value_t = BrokerConfig::default().transactional_id_expiration_ms,
+          value_parser = clap::value_parser!(i64).range(1..))]
+    transactional_id_expiration_ms: i64,
+    /// How often idle producer ids and transactional ids are expired (Kafka's
+    /// producer.id.expiration.check.interval.ms)
+    #[arg(long, value_name = "MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    producer_id_expiration_check_interval_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -178,6 +191,11 @@ async fn run(args: Args) -> ExitCode {
         ),
         offsets_retention_check_interval: std::time::Duration::from_millis(
             args.offsets_retention_check_interval_ms,
+        ),
+        producer_id_expiration_ms: args.producer_id_expiration_ms,
+        transactional_id_expiration_ms: args.transactional_id_expiration_ms,
+        producer_id_expiration_check_interval: std::time::Duration::from_millis(
+            args.producer_id_expiration_check_interval_ms,
         ),
         ..BrokerConfig::default()
     };

@@ -33,6 +33,9 @@ struct RetainedBatch {
 pub struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<RetainedBatch>,
+    /// The max timestamp of its last batch or marker here, Kafka's `lastTimestamp`, from which
+    /// `producer.id.expiration.ms` counts.
+    last_timestamp: i64,
 }
 
 /// The sequence window of one partition: producer id to its entry.
@@ -103,6 +106,7 @@ impl SequenceWindows {
         if entry.batches.len() == RETAINED_BATCHES {
             entry.batches.pop_front();
         }
+        entry.last_timestamp = header.max_timestamp;
         entry.batches.push_back(RetainedBatch {
             first_sequence: header.base_sequence,
             last_sequence: header.last_sequence(),
@@ -112,26 +116,41 @@ impl SequenceWindows {
 }
 
 impl SequenceWindows {
-    /// A transaction marker of `producer_id` at `epoch` was written here. A newer epoch (the
-    /// coordinator bumps it when it aborts a transaction that timed out) starts the producer's
-    /// window over, so its older epoch is fenced in this partition from now on.
-    pub fn marker(&mut self, producer_id: i64, epoch: i16) {
-        match self.entries.get_mut(&producer_id) {
-            Some(entry) if epoch > entry.epoch => {
-                entry.epoch = epoch;
-                entry.batches.clear();
-            }
-            Some(_) => {}
-            None => {
-                self.entries.insert(
-                    producer_id,
-                    ProducerEntry {
-                        epoch,
-                        batches: VecDeque::new(),
-                    },
-                );
-            }
+    /// A transaction marker of `producer_id` at `epoch` was written here at `timestamp`. A
+    /// newer epoch (the coordinator bumps it when it aborts a transaction that timed out) starts
+    /// the producer's window over, so its older epoch is fenced in this partition from now on.
+    pub fn marker(&mut self, producer_id: i64, epoch: i16, timestamp: i64) {
+        let entry = self.entries.entry(producer_id).or_insert(ProducerEntry {
+            epoch,
+            batches: VecDeque::new(),
+            last_timestamp: timestamp,
+        });
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
         }
+        entry.last_timestamp = entry.last_timestamp.max(timestamp);
+    }
+
+    /// Forgets the producers whose last batch or marker here is at or before `cutoff_ms` and
+    /// that have no transaction open here (`open`), as Kafka's
+    /// `ProducerStateManager.removeExpiredProducers` does every
+    /// `producer.id.expiration.check.interval.ms`. A forgotten producer is a new one at its next
+    /// batch. How many were forgotten.
+    pub fn expire(&mut self, cutoff_ms: i64, open: impl Fn(i64) -> bool) -> usize {
+        let before = self.entries.len();
+        self.entries
+            .retain(|id, entry| entry.last_timestamp > cutoff_ms || open(*id));
+        // Less than a quarter of the table in use: give the rest back.
+        if self.entries.capacity() > 4 * self.entries.len().max(16) {
+            self.entries.shrink_to_fit();
+        }
+        before - self.entries.len()
+    }
+
+    /// Producers with state here.
+    pub fn producers(&self) -> usize {
+        self.entries.len()
     }
 }
 
@@ -209,6 +228,11 @@ impl ProducerIds {
         let id = block.next;
         block.next += 1;
         Ok(id)
+    }
+
+    /// A transactional id expired: its producer id's epoch is no longer kept.
+    pub fn forget(&self, producer_id: i64) {
+        self.current_epoch.remove(&producer_id);
     }
 
     /// True when a newer epoch of this producer id has been handed out: the writer is a zombie.
@@ -307,20 +331,42 @@ mod tests {
     #[test]
     fn a_marker_with_a_newer_epoch_fences_the_older_one() {
         let mut window = window_with(2);
-        window.marker(7, 0);
+        window.marker(7, 0, 0);
         assert_eq!(
             window.check(&header(7, 0, 4, 1)),
             Ok(SequenceVerdict::Append)
         );
-        window.marker(7, 1);
+        window.marker(7, 1, 0);
         assert_eq!(
             window.check(&header(7, 0, 4, 1)),
             Err(ResponseError::InvalidProducerEpoch)
         );
-        window.marker(9, 3);
+        window.marker(9, 3, 0);
         assert_eq!(
             window.check(&header(9, 2, 0, 1)),
             Err(ResponseError::InvalidProducerEpoch)
+        );
+    }
+
+    #[test]
+    fn idle_producers_expire_unless_their_transaction_is_open() {
+        let mut window = SequenceWindows::default();
+        for (id, timestamp) in [(1, 1_000), (2, 5_000), (3, 1_000)] {
+            let mut h = header(id, 0, 0, 1);
+            h.max_timestamp = timestamp;
+            window.record(&h, 0);
+        }
+        window.marker(4, 0, 900);
+        assert_eq!(window.expire(1_000, |id| id == 3), 2);
+        assert_eq!(window.producers(), 2);
+        // Forgotten: a new producer, any sequence accepted (Kafka's rule for unknown ones).
+        assert_eq!(
+            window.check(&header(1, 0, 17, 1)),
+            Ok(SequenceVerdict::Append)
+        );
+        assert_eq!(
+            window.check(&header(2, 0, 17, 1)),
+            Err(ResponseError::OutOfOrderSequenceNumber)
         );
     }
 

@@ -134,6 +134,7 @@ impl Broker {
                 .expire_offsets_every(period, retention)
                 .await;
         });
+        crate::producer_expiry::spawn(state.clone(), shutdown.clone(), &tasks);
         let serving = state.clone();
         let stop = shutdown.clone();
         tasks.spawn(accept_loop(
@@ -193,6 +194,13 @@ impl Broker {
     #[doc(hidden)]
     pub async fn abort_timed_out_transactions(&self, now_ms: i64) -> usize {
         crate::txn_end::abort_timed_out(&self.state, now_ms).await
+    }
+
+    /// Expires producer ids and transactional ids idle at `now_ms`, as the background task does
+    /// every `producer.id.expiration.check.interval.ms`. For tests.
+    #[doc(hidden)]
+    pub async fn expire_producer_state(&self, now_ms: i64) -> crate::producer_expiry::Expired {
+        crate::producer_expiry::expire(&self.state, now_ms).await
     }
 
     /// One request frame (without its size prefix) through the handlers as a connection passes

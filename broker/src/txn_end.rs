@@ -46,12 +46,15 @@ pub async fn finish(state: &BrokerState, ending: &Ending) -> Result<(), Response
     for (group, commits) in &ending.offsets {
         state.groups.commit_transactional(group, commits.clone());
     }
-    state.txns.completed(ending)
+    state.txns.completed(ending).await
 }
 
 /// Aborts the transactions open past their timeout at `now_ms`; how many.
 pub async fn abort_timed_out(state: &BrokerState, now_ms: i64) -> usize {
-    let endings = state.txns.abort_timed_out(now_ms, &state.producer_ids);
+    let endings = state
+        .txns
+        .abort_timed_out(now_ms, &state.producer_ids)
+        .await;
     for ending in &endings {
         info!(
             transactional_id = ending.transactional_id,

@@ -508,3 +508,134 @@ async fn read_committed_lookups_by_time_never_answer_past_the_last_stable_offset
     // Kafka, whose time index holds control batches too).
     assert_eq!(offset_for(&mut client, -3, COMMITTED).await.1, 4);
 }
+
+/// TxnOffsetCommit of `(partition, metadata)` offsets of "t" for `group` (v3): each partition's
+/// error.
+async fn txn_commit_offsets(
+    client: &mut RawClient,
+    id: &str,
+    producer: (i64, i16),
+    group: &str,
+    offsets: &[(i32, String)],
+) -> Vec<i16> {
+    let partitions = offsets
+        .iter()
+        .map(|(partition, metadata)| {
+            TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(*partition)
+                .with_committed_offset(42)
+                .with_committed_metadata(Some(s(metadata)))
+        })
+        .collect();
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_group_id(GroupId(s(group)))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(partitions)]);
+    client.call(&request, 3).await.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect()
+}
+
+#[tokio::test]
+async fn metadata_past_offset_metadata_max_bytes_is_refused_when_sent_not_dropped_at_the_end() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    let (_, pid, epoch) = init(&mut client, "copier", 60_000).await;
+    let producer = (pid, epoch);
+    let add = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id("copier"))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(s("readers")));
+    assert_eq!(client.call(&add, 3).await.error_code, 0);
+    // Kafka's `offset.metadata.max.bytes` is 4,096; one past it is refused for that partition.
+    let errors = txn_commit_offsets(
+        &mut client,
+        "copier",
+        producer,
+        "readers",
+        &[(0, "m".repeat(4_097)), (1, "m".repeat(4_096))],
+    )
+    .await;
+    assert_eq!(
+        errors,
+        vec![ResponseError::OffsetMetadataTooLarge.code(), 0]
+    );
+    assert_eq!(end(&mut client, "copier", producer, true).await, 0);
+    // What the commit answered 0 for is committed, whole; the refused one is not.
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s("readers")))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(topic_name("t"))
+            .with_partition_indexes(vec![0, 1])]));
+    let fetched = client.call(&request, 7).await;
+    let committed: Vec<(i64, usize)> = fetched.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            let metadata = p.metadata.as_ref().map_or(0, |m| m.len());
+            (p.committed_offset, metadata)
+        })
+        .collect();
+    assert_eq!(committed, vec![(-1, 0), (42, 4_096)]);
+}
+
+/// 100,000 partitions the broker does not have, in one TxnOffsetCommit: each is answered
+/// UNKNOWN_TOPIC_OR_PARTITION, in order (the answer was built by searching the unknown ones for
+/// each partition: 12 s for this request, every other client waiting).
+#[tokio::test]
+async fn a_txn_offset_commit_of_100k_unknown_partitions_is_answered_per_partition() {
+    let broker = broker().await;
+    let mut client = setup(&broker).await;
+    let (_, pid, epoch) = init(&mut client, "copier", 60_000).await;
+    let offsets: Vec<(i32, String)> = (10..100_010).map(|p| (p, String::new())).collect();
+    let errors = txn_commit_offsets(&mut client, "copier", (pid, epoch), "readers", &offsets).await;
+    assert_eq!(errors.len(), 100_000);
+    assert!(errors
+        .iter()
+        .all(|e| *e == ResponseError::UnknownTopicOrPartition.code()));
+}
+
+/// One line of the transaction state that cannot be read (a disk's bit flip, an edit by hand)
+/// costs that line only: the broker starts, says so on stderr, and keeps every other
+/// transactional id (the broker refused to start).
+#[tokio::test]
+async fn a_bad_line_in_the_transaction_state_is_skipped_and_the_rest_kept() {
+    let dir = data_dir("txn-bad-line");
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = setup(&broker).await;
+    let (_, pay, _) = init(&mut client, "pay", 60_000).await;
+    let (_, ship, _) = init(&mut client, "ship", 60_000).await;
+    drop(client);
+    drop(broker);
+    // "ship" in hex: its header line garbled, in the snapshot or the journal that holds it.
+    let mut garbled = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("@transactions") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let bad = text.replace(&format!("txn 73686970 {ship} "), "txn 73686970 what ");
+        garbled += usize::from(bad != text);
+        std::fs::write(&path, bad).unwrap();
+    }
+    assert_eq!(garbled, 1);
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    // "pay" kept its producer id and epoch; "ship" starts over with a new producer id.
+    assert_eq!(init(&mut client, "pay", 60_000).await, (0, pay, 1));
+    let (code, again, epoch) = init(&mut client, "ship", 60_000).await;
+    assert_eq!((code, epoch), (0, 0));
+    assert_ne!(again, ship);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -139,14 +139,14 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
             ResponseKind::InitProducerId(txn::init_producer_id(state, r, version).await)
         }
         RequestKind::AddPartitionsToTxn(r) => {
-            ResponseKind::AddPartitionsToTxn(txn::add_partitions(state, r, version))
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions(state, r, version).await)
         }
         RequestKind::AddOffsetsToTxn(r) => {
-            ResponseKind::AddOffsetsToTxn(txn::add_offsets(state, r, version))
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets(state, r, version).await)
         }
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end(state, r, version).await),
         RequestKind::TxnOffsetCommit(r) => {
-            ResponseKind::TxnOffsetCommit(txn::commit_offsets(state, r, version))
+            ResponseKind::TxnOffsetCommit(txn::commit_offsets(state, r, version).await)
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(group_admin::find_coordinator(state, r, version))

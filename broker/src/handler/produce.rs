@@ -254,17 +254,18 @@ fn append(
     }
     // A transactional batch belongs to an open transaction that holds this partition (the
     // producer called AddPartitionsToTxn first): anything else would never be ended by a marker.
-    if header.is_transactional()
-        && !state.txns.accepts(
+    // Asked under the partition's lock, so that the answer still holds when the batch lands.
+    let in_ongoing_txn = || {
+        state.txns.accepts(
             header.producer_id,
             header.producer_epoch,
             topic_name,
             data.index,
         )
-    {
-        return Err((ResponseError::InvalidTxnState, None));
-    }
-    let appended = log.append(&records, &header).map_err(|e| (e, None))?;
+    };
+    let appended = log
+        .append_verified(&records, &header, &in_ongoing_txn)
+        .map_err(|e| (e, None))?;
     let start = log.offsets().start;
     Ok((log, appended, start))
 }

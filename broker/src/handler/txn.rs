@@ -17,6 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::code;
 use crate::group::messages::OffsetCommit;
+use crate::group::offsets::metadata_too_large;
 use crate::log::now_millis;
 use crate::state::BrokerState;
 use crate::txn_end::finish;
@@ -40,12 +41,16 @@ pub async fn init_producer_id(
     let outcome = match request.transactional_id.as_ref().map(|t| t.as_str()) {
         None => state.producer_ids.init_idempotent(),
         Some(transactional_id) => {
-            match state.txns.init(
-                transactional_id,
-                request.transaction_timeout_ms,
-                state.config.transaction_max_timeout_ms,
-                &state.producer_ids,
-            ) {
+            match state
+                .txns
+                .init(
+                    transactional_id,
+                    request.transaction_timeout_ms,
+                    state.config.transaction_max_timeout_ms,
+                    &state.producer_ids,
+                )
+                .await
+            {
                 Ok((id, epoch, None)) => Ok((id, epoch)),
                 // The previous instance's open transaction, aborted with the new epoch: written
                 // before the new instance may start its own.
@@ -65,7 +70,7 @@ pub async fn init_producer_id(
     }
 }
 
-pub fn add_partitions(
+pub async fn add_partitions(
     state: &BrokerState,
     request: AddPartitionsToTxnRequest,
     version: i16,
@@ -87,13 +92,16 @@ pub fn add_partitions(
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| (t.name.to_string(), *p)))
             .collect();
-        state.txns.add_partitions(
-            &request.v3_and_below_transactional_id,
-            request.v3_and_below_producer_id.0,
-            request.v3_and_below_producer_epoch,
-            &wanted,
-            now_millis(),
-        )
+        state
+            .txns
+            .add_partitions(
+                &request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id.0,
+                request.v3_and_below_producer_epoch,
+                &wanted,
+                now_millis(),
+            )
+            .await
     } else {
         Err(ResponseError::OperationNotAttempted)
     };
@@ -124,29 +132,35 @@ pub fn add_partitions(
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
 }
 
-pub fn add_offsets(
+pub async fn add_offsets(
     state: &BrokerState,
     request: AddOffsetsToTxnRequest,
     version: i16,
 ) -> AddOffsetsToTxnResponse {
-    let outcome = state.txns.add_offsets(
-        &request.transactional_id,
-        request.producer_id.0,
-        request.producer_epoch,
-        &request.group_id,
-        now_millis(),
-    );
+    let outcome = state
+        .txns
+        .add_offsets(
+            &request.transactional_id,
+            request.producer_id.0,
+            request.producer_epoch,
+            &request.group_id,
+            now_millis(),
+        )
+        .await;
     AddOffsetsToTxnResponse::default()
         .with_error_code(outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0))
 }
 
 pub async fn end(state: &BrokerState, request: EndTxnRequest, version: i16) -> EndTxnResponse {
-    let decided = state.txns.end(
-        &request.transactional_id,
-        request.producer_id.0,
-        request.producer_epoch,
-        request.committed,
-    );
+    let decided = state
+        .txns
+        .end(
+            &request.transactional_id,
+            request.producer_id.0,
+            request.producer_epoch,
+            request.committed,
+        )
+        .await;
     let outcome = match decided {
         Ok(Some(ending)) => finish(state, &ending).await,
         Ok(None) => Ok(()),
@@ -156,33 +170,45 @@ pub async fn end(state: &BrokerState, request: EndTxnRequest, version: i16) -> E
         .with_error_code(outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0))
 }
 
-pub fn commit_offsets(
+pub async fn commit_offsets(
     state: &BrokerState,
     request: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
+    // Each partition's own refusal, in request order (one pass: the answer costs what the
+    // request does). Kafka refuses unknown partitions first, then metadata past
+    // `offset.metadata.max.bytes` (`GroupMetadataManager.validateOffsetMetadataLength`), each
+    // for its partition; the others go to the transaction, and are all it will commit.
     let mut commits = Vec::new();
-    let mut unknown = Vec::new();
-    for topic in &request.topics {
-        let known = state.topics.get(&topic.name);
-        for p in &topic.partitions {
-            if known
-                .as_ref()
-                .and_then(|t| t.partition(p.partition_index))
-                .is_none()
-            {
-                unknown.push((topic.name.to_string(), p.partition_index));
-                continue;
-            }
-            commits.push(OffsetCommit {
-                topic: topic.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            });
-        }
-    }
+    let refused: Vec<Vec<Option<ResponseError>>> = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let known = state.topics.get(&topic.name);
+            topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let index = p.partition_index;
+                    if known.as_ref().and_then(|t| t.partition(index)).is_none() {
+                        return Some(ResponseError::UnknownTopicOrPartition);
+                    }
+                    let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
+                    if metadata.as_deref().is_some_and(metadata_too_large) {
+                        return Some(ResponseError::OffsetMetadataTooLarge);
+                    }
+                    commits.push(OffsetCommit {
+                        topic: topic.name.to_string(),
+                        partition: index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                    });
+                    None
+                })
+                .collect()
+        })
+        .collect();
     let member = state.groups.validate_txn_offset_commit(
         &request.group_id,
         &request.member_id,
@@ -194,30 +220,31 @@ pub fn commit_offsets(
     } else if let Err(e) = member {
         Err(e)
     } else {
-        state.txns.commit_offsets(
-            &request.transactional_id,
-            request.producer_id.0,
-            request.producer_epoch,
-            &request.group_id,
-            commits,
-        )
+        state
+            .txns
+            .commit_offsets(
+                &request.transactional_id,
+                request.producer_id.0,
+                request.producer_epoch,
+                &request.group_id,
+                commits,
+            )
+            .await
     };
+    let outcome_code = outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0);
     let topics = request
         .topics
         .into_iter()
-        .map(|t| {
+        .zip(refused)
+        .map(|(t, refused)| {
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| {
-                    let error = if unknown.contains(&(t.name.to_string(), p.partition_index)) {
-                        code(ResponseError::UnknownTopicOrPartition)
-                    } else {
-                        outcome.map_or_else(|e| fenced_for(e, version, 2), |()| 0)
-                    };
+                .zip(refused)
+                .map(|(p, refused)| {
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(error)
+                        .with_error_code(refused.map_or(outcome_code, code))
                 })
                 .collect();
             TxnOffsetCommitResponseTopic::default()

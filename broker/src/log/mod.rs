@@ -178,10 +178,15 @@ impl LogState {
         match marker {
             Some(marker) => {
                 txns.marker(header.producer_id, marker, base_offset);
-                self.sequences
-                    .marker(header.producer_id, header.producer_epoch);
+                self.sequences.marker(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.max_timestamp,
+                );
             }
-            None if !header.is_control() => txns.data(header.producer_id, base_offset),
+            None if !header.is_control() => {
+                txns.data(header.producer_id, header.producer_epoch, base_offset)
+            }
             None => {}
         }
     }
@@ -336,21 +341,64 @@ impl PartitionLog {
         self.state.lock().bytes
     }
 
+    /// Forgets the producers idle here since `cutoff_ms` (`producer.id.expiration.ms` ago)
+    /// with no transaction open here; how many.
+    pub fn expire_producers(&self, cutoff_ms: i64) -> usize {
+        let mut state = self.state.lock();
+        let LogState {
+            sequences, txns, ..
+        } = &mut *state;
+        let open = |id: i64| txns.as_ref().is_some_and(|t| t.has_open(id));
+        sequences.expire(cutoff_ms, open)
+    }
+
+    /// Producers with idempotence state here.
+    pub fn producers(&self) -> usize {
+        self.state.lock().sequences.producers()
+    }
+
     /// Retries absorbed by the idempotence check so far.
     pub fn duplicates_absorbed(&self) -> u64 {
         self.state.lock().duplicates_absorbed
+    }
+
+    /// Appends a batch already validated by the caller, a transactional one without asking its
+    /// coordinator (see [`append_verified`](Self::append_verified)).
+    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<Appended, ResponseError> {
+        self.append_verified(batch, header, &|| true)
     }
 
     /// Appends a batch already validated by the caller. The bytes are copied once, so the stored
     /// batch does not keep the whole request frame alive. A batch of an idempotent producer is
     /// first checked against its sequence window. A file-backed log has written the batch when
     /// this returns; [`flush`](Self::flush) waits until it is on disk.
-    pub fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<Appended, ResponseError> {
+    ///
+    /// A transactional batch that opens its producer's transaction here is appended only if
+    /// `in_ongoing_txn` (the coordinator) says this partition is in its ongoing transaction,
+    /// asked under this partition's lock (KIP-890's verification). The coordinator records its
+    /// decision before it writes a marker here, and the marker takes the same lock: so either
+    /// the batch is appended before the marker, or the decision is seen and the batch refused
+    /// with INVALID_TXN_STATE. Data never follows the marker that ended its transaction.
+    pub fn append_verified(
+        &self,
+        batch: &[u8],
+        header: &BatchHeader,
+        in_ongoing_txn: &dyn Fn() -> bool,
+    ) -> Result<Appended, ResponseError> {
         let mut data = BytesMut::from(batch);
         let mut header = *header;
         let idempotent = header.producer_id >= 0;
         let appended = {
             let mut state = self.state.lock();
+            if header.is_transactional() {
+                let open_here = state
+                    .txns
+                    .as_ref()
+                    .is_some_and(|t| t.is_open(header.producer_id, header.producer_epoch));
+                if !open_here && !in_ongoing_txn() {
+                    return Err(ResponseError::InvalidTxnState);
+                }
+            }
             if idempotent {
                 if let SequenceVerdict::Duplicate { base_offset } =
                     state.sequences.check(&header)?

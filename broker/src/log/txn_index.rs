@@ -22,31 +22,62 @@ pub struct AbortedTxn {
     pub last_offset: i64,
 }
 
+/// A transaction open in this partition: its producer, the epoch of its latest batch here and
+/// the offset of its first.
+#[derive(Debug, Clone, Copy)]
+struct Ongoing {
+    producer_id: i64,
+    epoch: i16,
+    first_offset: i64,
+}
+
 #[derive(Debug, Default)]
 pub struct TxnIndex {
-    /// Producers with a transaction open here, and the offset of its first batch here: a
-    /// handful at most, one per transactional producer writing to the partition.
-    ongoing: Vec<(i64, i64)>,
+    /// The transactions open here: a handful at most, one per transactional producer writing to
+    /// the partition.
+    ongoing: Vec<Ongoing>,
     /// In the order their markers were written, so by `last_offset`.
     aborted: VecDeque<AbortedTxn>,
 }
 
 impl TxnIndex {
-    /// A transactional batch of `producer_id` was appended at `offset`.
-    pub fn data(&mut self, producer_id: i64, offset: i64) {
-        if !self.ongoing.iter().any(|(p, _)| *p == producer_id) {
-            self.ongoing.push((producer_id, offset));
+    /// A transactional batch of `producer_id` at `epoch` was appended at `offset`.
+    pub fn data(&mut self, producer_id: i64, epoch: i16, offset: i64) {
+        match self
+            .ongoing
+            .iter_mut()
+            .find(|o| o.producer_id == producer_id)
+        {
+            Some(open) => open.epoch = epoch,
+            None => self.ongoing.push(Ongoing {
+                producer_id,
+                epoch,
+                first_offset: offset,
+            }),
         }
+    }
+
+    /// True when `producer_id` at `epoch` has a transaction open here: no marker has ended it,
+    /// so a further batch of it still belongs to it (KIP-890 verifies only the first batch of a
+    /// transaction in a partition).
+    pub fn is_open(&self, producer_id: i64, epoch: i16) -> bool {
+        self.ongoing
+            .iter()
+            .any(|o| o.producer_id == producer_id && o.epoch == epoch)
     }
 
     /// `producer_id`'s marker was appended at `offset`: its transaction here is over. A marker
     /// for a producer with nothing open here (a partition added but never written, or a marker
     /// written again after a coordinator restart) changes nothing.
     pub fn marker(&mut self, producer_id: i64, marker: Marker, offset: i64) {
-        let Some(at) = self.ongoing.iter().position(|(p, _)| *p == producer_id) else {
+        let Some(at) = self
+            .ongoing
+            .iter()
+            .position(|o| o.producer_id == producer_id)
+        else {
             return;
         };
-        let (_, first_offset) = self.ongoing.swap_remove(at);
+        let first_offset = self.ongoing.swap_remove(at).first_offset;
         if marker == Marker::Abort {
             self.aborted.push_back(AbortedTxn {
                 producer_id,
@@ -56,9 +87,14 @@ impl TxnIndex {
         }
     }
 
+    /// True when `producer_id` has a transaction open here, at any epoch.
+    pub fn has_open(&self, producer_id: i64) -> bool {
+        self.ongoing.iter().any(|o| o.producer_id == producer_id)
+    }
+
     /// The first offset of the oldest open transaction.
     pub fn first_unstable(&self) -> Option<i64> {
-        self.ongoing.iter().map(|(_, first)| *first).min()
+        self.ongoing.iter().map(|o| o.first_offset).min()
     }
 
     /// The aborted transactions a fetch of `from..to` must tell about: those whose range
@@ -99,12 +135,15 @@ mod tests {
     #[test]
     fn open_transactions_hold_the_stable_offset_and_aborts_are_remembered() {
         let mut index = TxnIndex::default();
-        index.data(7, 10);
-        index.data(7, 12); // a second batch of the same transaction
-        index.data(8, 11);
+        index.data(7, 0, 10);
+        index.data(7, 0, 12); // a second batch of the same transaction
+        index.data(8, 3, 11);
         assert_eq!(index.first_unstable(), Some(10));
+        assert!(index.is_open(7, 0) && index.is_open(8, 3));
+        assert!(!index.is_open(8, 2) && !index.is_open(9, 0));
         index.marker(7, Marker::Abort, 14);
         assert_eq!(index.first_unstable(), Some(11));
+        assert!(!index.is_open(7, 0));
         index.marker(8, Marker::Commit, 15);
         assert_eq!(index.first_unstable(), None);
         // A marker for a producer with nothing open here changes nothing.
