@@ -253,6 +253,9 @@ pub enum Error {
     /// A fresh Metadata answer says the topic does not exist (and was not auto-created).
     #[error("topic {topic} does not exist")]
     UnknownTopic { topic: String },
+    /// The group's coordinator describes it as Dead: no members and no committed offsets.
+    #[error("consumer group '{group}' does not exist")]
+    UnknownGroup { group: String },
     /// The topic exists but has fewer partitions than the one asked for.
     #[error("topic {topic} has {count} partitions, so partition {partition} does not exist")]
     UnknownPartition {

@@ -179,7 +179,7 @@ async fn ends_within_3_s_once_the_broker_dies(b: Broker, running: Running) {
     let (code, stderr, waited) = tokio::task::spawn_blocking(|| running.exit())
         .await
         .unwrap();
-    assert_eq!(code, Some(1), "{stderr:?}");
+    assert_eq!(code, Some(2), "{stderr:?}");
     assert_one_error_line(&stderr, "within 3 s");
     // At most the 3 s of --timeout, the 1 s between redraws and a margin for a loaded machine;
     // before, nested retries kept it going for minutes.

@@ -180,6 +180,7 @@ mod tests {
             client_id: "c".into(),
             client_host: "/127.0.0.1".into(),
             assignment,
+            subscription: vec![],
         }
     }
 

@@ -140,7 +140,8 @@ pub enum StartAt {
     /// Every partition's log start.
     Beginning,
     /// Where the group stands: its committed offset, or the log start where it committed none
-    /// (nothing there was consumed yet).
+    /// (nothing there was consumed yet). A group that does not exist is
+    /// [`Error::UnknownGroup`].
     Committed(String),
 }
 
@@ -275,12 +276,19 @@ async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<Read
     let committed: HashMap<i32, i64> = match from {
         StartAt::Beginning => HashMap::new(),
         StartAt::Committed(group) => {
+            let admin = Admin::new(client.clone());
+            // A typo in the group would otherwise read from the beginning and pass.
+            if admin.describe_group(group).await?.state == "Dead" {
+                return Err(Error::UnknownGroup {
+                    group: group.clone(),
+                });
+            }
             let partitions: Vec<TopicPartition> = info
                 .partitions
                 .iter()
                 .map(|p| TopicPartition::new(topic, p.partition))
                 .collect();
-            Admin::new(client.clone())
+            admin
                 .list_group_offsets(group, Some(&partitions))
                 .await?
                 .into_iter()

@@ -11,6 +11,7 @@ mod report;
 mod table;
 mod topics;
 mod waiting;
+mod words;
 
 use std::io::Write;
 use std::time::Duration;

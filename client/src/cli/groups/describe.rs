@@ -372,6 +372,7 @@ mod tests {
                 .iter()
                 .map(|&p| TopicPartition::new("orders", p))
                 .collect(),
+            subscription: vec!["orders".into()],
         }
     }
 
