@@ -121,10 +121,15 @@ async fn describe_prints_exactly_what_kafka_consumer_groups_prints() {
     .concat();
     assert_eq!(run.stdout, expected);
 
+    // The tool prints this on stdout and exits 0; a script needs the exit code.
     let run = cli(b.addr(), &["groups", "describe", "nope"], "").await;
     assert_eq!(
         (run.code, run.stdout.as_str(), run.stderr.as_str()),
-        (0, "\nError: Consumer group 'nope' does not exist.\n", "")
+        (
+            2,
+            "",
+            "error: consumer group 'nope' does not exist: see `client groups list`\n"
+        )
     );
     b.shutdown().await;
 }

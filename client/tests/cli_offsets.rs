@@ -323,7 +323,7 @@ async fn describe_all_groups_and_json_documents() {
         g["partitions"][0],
         serde_json::json!({
             "topic": "orders", "partition": 0, "current_offset": 2, "log_end_offset": 5,
-            "lag": 3, "consumer_id": null, "host": null, "client_id": null,
+            "lag": 3, "impossible": false, "consumer_id": null, "host": null, "client_id": null,
             "oldest_unconsumed_timestamp_ms": null, "time_lag_ms": null,
         })
     );

@@ -296,20 +296,32 @@ async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<Read
                 .collect()
         }
     };
-    Ok(starts
+    starts
         .iter()
         .zip(&ends)
         .map(|(start, end)| {
-            let from = committed
-                .get(&start.partition)
-                .map_or(start.offset, |&c| c.max(start.offset));
-            ReadRange {
-                partition: start.partition,
-                from: from.min(end.offset),
-                to: end.offset,
+            let committed = committed.get(&start.partition).copied();
+            if let (StartAt::Committed(group), Some(c)) = (from, committed) {
+                // Starting at the log end instead would check nothing and pass.
+                if c > end.offset {
+                    return Err(Error::InvalidArgument(format!(
+                        "{topic}-{}: group {group}'s committed offset {c} is past the log end {}: \
+                         no consumer can have read that far (the log was truncated under the \
+                         group, or the broker reports a wrong end), so what it has yet to read \
+                         is unknown",
+                        start.partition, end.offset
+                    )));
+                }
             }
+            // Retention may have removed what the group had yet to read: the rest is read.
+            let from = committed.map_or(start.offset, |c| c.max(start.offset));
+            Ok(ReadRange {
+                partition: start.partition,
+                from,
+                to: end.offset,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Hands every record of `ranges` to `each`, partition by partition in offset order.

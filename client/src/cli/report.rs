@@ -155,7 +155,7 @@ fn transport(t: &TransportError) -> String {
         TransportError::Unresolved { .. } => {
             format!("{t}: check the host name given to --bootstrap (or KAFKA_BOOTSTRAP)")
         }
-        TransportError::NotKafka { .. } => {
+        TransportError::NotKafka { .. } | TransportError::Silent { .. } => {
             format!("{t}: point --bootstrap (or KAFKA_BOOTSTRAP) at a Kafka listener")
         }
         TransportError::Connect { .. } | TransportError::ConnectTimeout { .. } => {

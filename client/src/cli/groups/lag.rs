@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use super::super::json::{self, Output};
 use super::super::words::count;
 use super::super::{table, Failure, Waited, Waiting};
-use super::describe::{age, lag_json};
+use super::describe::{age, impossible_note, lag_cell, lag_json};
 use super::when::now_ms;
 
 /// The longest bar, in characters.
@@ -193,7 +193,7 @@ pub fn render(lag: &GroupLag, now: Option<i64>, statuses: Option<&Statuses>) -> 
                 p.partition.to_string(),
                 dash(p.current_offset),
                 dash(p.log_end_offset),
-                dash(p.lag),
+                lag_cell(p),
             ];
             if let Some(now) = now {
                 row.push(age(p.time_lag_ms(now)));
@@ -214,6 +214,9 @@ pub fn render(lag: &GroupLag, now: Option<i64>, statuses: Option<&Statuses>) -> 
     }
     header.push("");
     table::write(&mut out, &header, &rows)?;
+    for p in lag.partitions.iter().filter(|p| p.impossible()) {
+        writeln!(out, "warning: {}", impossible_note(p))?;
+    }
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 

@@ -50,7 +50,7 @@ pub struct ResetArgs {
     #[arg(long)]
     pub to_current: bool,
     /// This offset
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub to_offset: Option<i64>,
     /// The committed offset plus N (negative: back)
     #[arg(long, value_name = "N", allow_negative_numbers = true)]

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::super::json::{self, Output};
 use super::super::words::count;
 use super::super::{table, Failure, Waited, Waiting};
-use super::describe::lag_json;
+use super::describe::{impossible_note, lag_cell, lag_json};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
@@ -60,7 +60,9 @@ pub async fn run(admin: &Admin, args: &WaitArgs, waiting: &Waiting) -> Result<()
             Waited::Stopped => return Err(Failure::interrupted()),
         };
         let left = deadline.saturating_duration_since(Instant::now());
-        if look.caught_up || left.is_zero() {
+        // A commit past the log end will not come right by waiting: nothing to wait on.
+        let impossible = look.lag.partitions.iter().any(|p| p.impossible());
+        if look.caught_up || left.is_zero() || impossible {
             break look;
         }
         if !waiting.pause(every.min(left)).await {
@@ -87,6 +89,13 @@ pub async fn run(admin: &Admin, args: &WaitArgs, waiting: &Waiting) -> Result<()
     }
     if look.caught_up {
         return Ok(());
+    }
+    if let Some(p) = look.lag.partitions.iter().find(|p| p.impossible()) {
+        return Err(Failure::new(format!(
+            "group {} cannot be checked: {}",
+            args.group,
+            impossible_note(p)
+        )));
     }
     let line = not_caught_up(&args.group, args.max_lag, &look, waiting.timeout);
     if look.lag.partitions.is_empty() {
@@ -149,7 +158,7 @@ fn unread_table(look: &CatchUp) -> std::io::Result<String> {
                 p.partition.to_string(),
                 dash(p.current_offset),
                 dash(p.log_end_offset),
-                dash(p.lag),
+                lag_cell(p),
             ]
         })
         .collect();
