@@ -20,6 +20,7 @@ use serde_json::json;
 use super::consume::ConsumeArgs;
 use super::format::Format;
 use super::json::{self, Output};
+use super::words::count;
 use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Subcommand)]
@@ -259,9 +260,9 @@ async fn delete(admin: &Admin, groups: &[String]) -> Result<(), Failure> {
         );
     }
     Err(Failure::new(format!(
-        "{} of {} groups not deleted",
+        "{} of {} not deleted",
         failed.len(),
-        results.len()
+        count(results.len() as u64, "group")
     )))
 }
 
@@ -310,7 +311,8 @@ pub async fn consume_in_group(
     closed?;
     if args.exit || args.count.is_some() {
         eprintln!(
-            "consumed {printed} records from {} in group {group}",
+            "consumed {} from {} in group {group}",
+            count(printed, "record"),
             args.topic
         );
     }
