@@ -119,6 +119,10 @@ struct Args {
     /// producer.id.expiration.check.interval.ms)
     #[arg(long, value_name = "MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
     producer_id_expiration_check_interval_ms: u64,
+    /// Stop when the process that started this one is gone, so a test run that is killed leaves
+    /// no broker behind (what a reaper does for a Kafka container)
+    #[arg(long)]
+    exit_with_parent: bool,
 }
 
 fn main() -> ExitCode {
@@ -210,11 +214,41 @@ async fn run(args: Args) -> ExitCode {
     };
     let (host, port) = advertised.advertised(broker.addr());
     tracing::info!("clients are told to connect to {host}:{port}");
-    // The one line on stdout: scripts and tests read the bound address from its last word.
+    // Stdout has these lines only: scripts and tests read each bound address from its last
+    // word, the listener's first.
     println!("broker listening on {}", broker.addr());
-    wait_for_signal().await;
+    if let Some(metrics) = broker.metrics_addr() {
+        println!("metrics listening on {metrics}");
+    }
+    tokio::select! {
+        () = wait_for_signal() => {}
+        () = parent_gone(args.exit_with_parent) => {
+            tracing::info!("the process that started the broker is gone: stopping");
+        }
+    }
     broker.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// With `watch`, returns once the parent process has gone: an orphan is re-parented (to init or
+/// a subreaper), so its parent's id changes. Looked at every 100 ms rather than asked of the
+/// kernel (Linux's PR_SET_PDEATHSIG fires when the parent *thread* ends, which a multi-threaded
+/// test runner does while it lives on).
+async fn parent_gone(watch: bool) {
+    #[cfg(unix)]
+    if watch {
+        let parent = std::os::unix::process::parent_id();
+        let mut every = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            every.tick().await;
+            if std::os::unix::process::parent_id() != parent {
+                return;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = watch;
+    std::future::pending::<()>().await
 }
 
 /// `--listen`: an address, or a host name and a port (the first IPv4 address it resolves to,

@@ -119,3 +119,60 @@ fn the_advertised_listener_is_what_clients_are_told() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("is not HOST:PORT"), "{stderr}");
 }
+
+#[test]
+fn the_metrics_address_is_printed_like_the_listener() {
+    let mut child = broker(&["--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = [String::new(), String::new()];
+    for line in &mut lines {
+        stdout.read_line(line).unwrap();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        lines[0].starts_with("broker listening on 127.0.0.1:"),
+        "{lines:?}"
+    );
+    let metrics = lines[1]
+        .trim()
+        .strip_prefix("metrics listening on ")
+        .unwrap();
+    let addr: std::net::SocketAddr = metrics.parse().unwrap();
+    assert_ne!(addr.port(), 0, "the bound port, not the one asked for");
+}
+
+/// A test runner killed with SIGKILL cannot stop what it started: with --exit-with-parent the
+/// broker stops by itself once its parent is gone. The parent here is a shell killed with -9.
+#[test]
+fn with_exit_with_parent_a_killed_parent_leaves_no_broker() {
+    let script = format!(
+        "'{}' --listen 127.0.0.1:0 --exit-with-parent & wait",
+        env!("CARGO_BIN_EXE_broker")
+    );
+    let mut parent = Command::new("sh")
+        .args(["-c", &script])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(parent.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: std::net::SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(std::net::TcpStream::connect(addr).is_ok(), "it serves");
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    // Polled until it refuses; a minute without that is a broker left behind.
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the broker outlived its parent"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

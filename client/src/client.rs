@@ -167,6 +167,21 @@ impl Client {
             return Ok(info);
         }
         protocol::names::validate_topic_name(name).map_err(Error::InvalidArgument)?;
+        // A topic known before is refreshed once: when no broker can be reached, what is known
+        // is used, as Kafka's clients keep routing by their last metadata while a refresh
+        // fails. Retrying here would nest these retries inside the caller's (a poll's), which
+        // kept a consumer under a dead broker going for 8 s per poll retry, 30 s and more in
+        // all; the caller's request to the leader then fails and its own retries decide.
+        let known = self.inner.cache.read().topic(name).cloned();
+        if let Some(known) = known {
+            return match self.refresh_topic(name, allow_auto_create).await {
+                Err(Error::Transport(e)) => {
+                    tracing::debug!(topic = name, %e, "metadata refresh failed: using what is known");
+                    Ok(known)
+                }
+                other => other,
+            };
+        }
         self.inner
             .config
             .retry

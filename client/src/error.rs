@@ -45,6 +45,10 @@ pub enum TransportError {
     /// The answer was not Kafka's framing but a text or TLS protocol's.
     #[error("{addr} is not a Kafka broker: it answered {answer}")]
     NotKafka { addr: String, answer: String },
+    /// It accepted the connection and never answered the ApiVersions handshake: not a Kafka
+    /// listener (a Kafka broker answers ApiVersions at once, before anything else).
+    #[error("{addr} accepted the connection but did not answer ApiVersions within {after:?}")]
+    Silent { addr: String, after: Duration },
     #[error("connection to {addr} was abandoned while a request was half written")]
     Abandoned { addr: String },
     #[error("{api} request to {addr} got no answer within {after:?}")]
@@ -66,6 +70,7 @@ impl TransportError {
             | Self::Frame { addr, .. }
             | Self::Closed { addr }
             | Self::NotKafka { addr, .. }
+            | Self::Silent { addr, .. }
             | Self::Abandoned { addr }
             | Self::Timeout { addr, .. } => addr,
         }
@@ -253,6 +258,9 @@ pub enum Error {
     /// A fresh Metadata answer says the topic does not exist (and was not auto-created).
     #[error("topic {topic} does not exist")]
     UnknownTopic { topic: String },
+    /// The group's coordinator describes it as Dead: no members and no committed offsets.
+    #[error("consumer group '{group}' does not exist")]
+    UnknownGroup { group: String },
     /// The topic exists but has fewer partitions than the one asked for.
     #[error("topic {topic} has {count} partitions, so partition {partition} does not exist")]
     UnknownPartition {
@@ -318,7 +326,9 @@ impl Error {
             // resolve is a typo far more often than a name server catching up (Kafka's client
             // refuses such a bootstrap at once too).
             Self::Transport(
-                TransportError::NotKafka { .. } | TransportError::Unresolved { .. },
+                TransportError::NotKafka { .. }
+                | TransportError::Silent { .. }
+                | TransportError::Unresolved { .. },
             ) => false,
             Self::Transport(_) => true,
             Self::Server(e) => e.is_retriable(),

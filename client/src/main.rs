@@ -1,5 +1,6 @@
-//! `client`: the workshop's Kafka command line. Errors are one line on stderr and a non-zero
-//! exit code (1 for failures, 2 for bad usage); logs go to stderr when RUST_LOG asks for them.
+//! `client`: the workshop's Kafka command line. Results go to stdout; errors are one line on
+//! stderr and a non-zero exit code (1 a check does not hold, 2 it could not be done or checked:
+//! see `cli::report`); logs go to stderr when RUST_LOG asks for them.
 
 mod cli;
 
@@ -26,7 +27,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(2);
         }
     };
     match runtime.block_on(cli::run(cli)) {

@@ -62,7 +62,7 @@ async fn topics_lifecycle() {
         "",
     )
     .await;
-    assert_one_line_error(&run, 1, "INVALID_PARTITIONS");
+    assert_one_line_error(&run, 2, "INVALID_PARTITIONS");
     assert!(
         run.stderr.contains("a topic can only grow"),
         "{}",
@@ -70,7 +70,7 @@ async fn topics_lifecycle() {
     );
     // The same code on a create asks for another fix.
     let run = client(addr, &["topics", "create", "none", "--partitions", "0"], "").await;
-    assert_one_line_error(&run, 1, "INVALID_PARTITIONS");
+    assert_one_line_error(&run, 2, "INVALID_PARTITIONS");
     assert!(
         run.stderr
             .contains("give --partitions 1 or more, or -1 for the broker's default"),
@@ -84,7 +84,7 @@ async fn topics_lifecycle() {
         "",
     )
     .await;
-    assert_one_line_error(&run, 1, "TOPIC_ALREADY_EXISTS");
+    assert_one_line_error(&run, 2, "TOPIC_ALREADY_EXISTS");
 
     let run = client(addr, &["topics", "delete", "audit"], "").await;
     assert_eq!(
@@ -92,7 +92,7 @@ async fn topics_lifecycle() {
         (0, "Deleted topic audit.\n")
     );
     let run = client(addr, &["topics", "describe", "audit"], "").await;
-    assert_one_line_error(&run, 1, "client topics create audit");
+    assert_one_line_error(&run, 2, "client topics create audit");
     b.shutdown().await;
 }
 
@@ -220,9 +220,9 @@ async fn produce_to_one_partition_with_every_acks_setting() {
     .await;
     assert_eq!(run.stdout, "0\n1\n2\n");
     let run = client(addr, &["produce", "t", "--partition", "7"], "x\n").await;
-    assert_one_line_error(&run, 1, "partition below 2");
+    assert_one_line_error(&run, 2, "partition below 2");
     let run = client(addr, &["produce", "missing"], "x\n").await;
-    assert_one_line_error(&run, 1, "topic 'missing' does not exist");
+    assert_one_line_error(&run, 2, "topic 'missing' does not exist");
     b.shutdown().await;
 }
 
@@ -269,7 +269,7 @@ async fn no_broker_gives_one_line_saying_how_to_start_one() {
         .local_addr()
         .unwrap();
     let run = client(Some(addr), &["topics", "list"], "").await;
-    assert_one_line_error(&run, 1, &format!("no broker listening at {addr}"));
+    assert_one_line_error(&run, 2, &format!("no broker listening at {addr}"));
     assert!(run.stderr.contains(&format!("broker --listen {addr}")));
     // The flag wins over the environment.
     let run = client(
@@ -278,11 +278,11 @@ async fn no_broker_gives_one_line_saying_how_to_start_one() {
         "",
     )
     .await;
-    assert_one_line_error(&run, 1, "no broker listening");
+    assert_one_line_error(&run, 2, "no broker listening");
     // A name that does not resolve says so, at once.
     let args = ["--bootstrap", "nosuchhost.invalid:9092", "topics", "list"];
     let run = client(None, &args, "").await;
-    assert_one_line_error(&run, 1, "cannot resolve nosuchhost.invalid:9092");
+    assert_one_line_error(&run, 2, "cannot resolve nosuchhost.invalid:9092");
     assert!(run.stderr.contains("check the host name"), "{}", run.stderr);
 }
 
@@ -303,7 +303,7 @@ async fn a_port_that_answers_http_is_not_taken_for_a_broker() {
     });
     let run = client(Some(addr), &["topics", "list"], "").await;
     let expected = format!("{addr} is not a Kafka broker: it answered \"HTTP");
-    assert_one_line_error(&run, 1, &expected);
+    assert_one_line_error(&run, 2, &expected);
     assert!(!run.stderr.contains("frame size"), "{}", run.stderr);
     assert!(run.stderr.contains("at a Kafka listener"), "{}", run.stderr);
 }
@@ -470,7 +470,7 @@ async fn topics_alter_sets_and_deletes_configs() {
         "",
     )
     .await;
-    assert_one_line_error(&run, 1, "INVALID_CONFIG");
+    assert_one_line_error(&run, 2, "INVALID_CONFIG");
     assert!(run.stderr.contains("retention.ms"), "{}", run.stderr);
     let run = client(
         addr,
@@ -478,14 +478,14 @@ async fn topics_alter_sets_and_deletes_configs() {
         "",
     )
     .await;
-    assert_one_line_error(&run, 1, "INVALID_CONFIG");
+    assert_one_line_error(&run, 2, "INVALID_CONFIG");
     let run = client(
         addr,
         &["topics", "alter", "nosuch", "--config", "retention.ms=1"],
         "",
     )
     .await;
-    assert_one_line_error(&run, 1, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_one_line_error(&run, 2, "UNKNOWN_TOPIC_OR_PARTITION");
     // The refusals changed nothing.
     assert_eq!(
         set_on(client(addr, &describe, "").await),

@@ -179,7 +179,7 @@ async fn ends_within_3_s_once_the_broker_dies(b: Broker, running: Running) {
     let (code, stderr, waited) = tokio::task::spawn_blocking(|| running.exit())
         .await
         .unwrap();
-    assert_eq!(code, Some(1), "{stderr:?}");
+    assert_eq!(code, Some(2), "{stderr:?}");
     assert_one_error_line(&stderr, "within 3 s");
     // At most the 3 s of --timeout, the 1 s between redraws and a margin for a loaded machine;
     // before, nested retries kept it going for minutes.
@@ -297,4 +297,21 @@ async fn sigterm_commits_and_leaves_as_ctrl_c_does() {
         );
     }
     b.shutdown().await;
+}
+
+/// A broker that dies under `consume` refuses every reconnect: that is said once the poll's
+/// retries are spent (about 7 s), not after the 30 s of `--timeout`, and names the refusal
+/// rather than a silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_reports_a_dead_broker_as_refused_before_its_timeout() {
+    let b = broker_with_orders().await;
+    let mut consume = Running::start(b.addr(), &["consume", "orders", "-f", "%p:%o\\n"], false);
+    consume.stdout_until("2:8");
+    let addr = b.addr();
+    b.shutdown().await;
+    let (code, stderr, _) = tokio::task::spawn_blocking(|| consume.exit())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(2), "{stderr:?}");
+    assert_one_error_line(&stderr, &format!("no broker listening at {addr}"));
 }

@@ -16,7 +16,7 @@ use crate::consumer::TopicPartition;
 use crate::error::{Error, ProtocolError, Result, ServerError};
 use crate::group::coordinator::Coordinator;
 use crate::group::offsets::{commit_once, fetch_committed, CommitAs, CommittedOffsets};
-use crate::group::protocol::{decode_assignment, PROTOCOL_TYPE};
+use crate::group::protocol::{decode_assignment, decode_subscription, PROTOCOL_TYPE};
 use crate::group::requests::{group_id, leave_answer, leave_request};
 use crate::metadata::BrokerInfo;
 
@@ -72,6 +72,9 @@ pub struct MemberDescription {
     pub client_host: String,
     /// Decoded from the leader's bytes; empty outside the Stable state.
     pub assignment: Vec<TopicPartition>,
+    /// The topics the member subscribed to, from its JoinGroup metadata: known while it waits
+    /// for an assignment too.
+    pub subscription: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,14 +304,26 @@ fn describe_answer(
     let consumer = g.protocol_type.is_empty() || g.protocol_type.as_str() == PROTOCOL_TYPE;
     let mut members = Vec::with_capacity(g.members.len());
     for m in g.members {
-        let assignment = if consumer {
-            decode_assignment(&m.member_assignment).map_err(|reason| ProtocolError::Decode {
-                api: "DescribeGroups",
-                version: -1,
-                reason: format!("the assignment of member {}: {reason}", m.member_id),
-            })?
+        let decode_error = |what: &str, reason: String| ProtocolError::Decode {
+            api: "DescribeGroups",
+            version: -1,
+            reason: format!("the {what} of member {}: {reason}", m.member_id),
+        };
+        let (assignment, subscription) = if consumer {
+            let assignment = decode_assignment(&m.member_assignment)
+                .map_err(|reason| decode_error("assignment", reason))?;
+            // Empty metadata is a member the coordinator describes without it (Kafka sends it
+            // only for the protocol in use).
+            let subscription = if m.member_metadata.is_empty() {
+                Vec::new()
+            } else {
+                decode_subscription(&m.member_metadata)
+                    .map_err(|reason| decode_error("subscription", reason))?
+                    .topics
+            };
+            (assignment, subscription)
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         members.push(MemberDescription {
             member_id: m.member_id.to_string(),
@@ -316,6 +331,7 @@ fn describe_answer(
             client_id: m.client_id.to_string(),
             client_host: m.client_host.to_string(),
             assignment,
+            subscription,
         });
     }
     Ok(GroupDescription {
@@ -331,7 +347,7 @@ fn describe_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::protocol::encode_assignment;
+    use crate::group::protocol::{encode_assignment, encode_subscription};
     use kafka_protocol::messages::describe_groups_response::{
         DescribedGroup, DescribedGroupMember,
     };
@@ -389,6 +405,7 @@ mod tests {
             .with_member_id(text("m-1"))
             .with_client_id(text("c"))
             .with_client_host(text("/127.0.0.1"))
+            .with_member_metadata(encode_subscription(&["t".to_string()], &[], -1, None))
             .with_member_assignment(encode_assignment(&[TopicPartition::new("t", 2)]));
         let resp = DescribeGroupsResponse::default().with_groups(vec![DescribedGroup::default()
             .with_group_id(group_id("g"))
@@ -399,6 +416,7 @@ mod tests {
         let d = describe_answer(resp, "g", node(), &route).unwrap();
         assert_eq!(d.assignment_strategy, "range");
         assert_eq!(d.members[0].assignment, vec![TopicPartition::new("t", 2)]);
+        assert_eq!(d.members[0].subscription, ["t"]);
 
         let broken = member.with_member_assignment(bytes::Bytes::from_static(&[0, 1, 0]));
         let resp = DescribeGroupsResponse::default().with_groups(vec![DescribedGroup::default()

@@ -28,7 +28,8 @@ pub struct PartitionLag {
     pub current_offset: Option<i64>,
     /// `None` when the log end could not be read (no leader, topic gone).
     pub log_end_offset: Option<i64>,
-    /// `log_end_offset - current_offset`, when both are known.
+    /// `log_end_offset - current_offset`, when both are known and the commit is not past the
+    /// end ([`PartitionLag::impossible`]).
     pub lag: Option<i64>,
     /// `None` for a committed partition no member owns.
     pub owner: Option<Owner>,
@@ -38,6 +39,13 @@ pub struct PartitionLag {
 }
 
 impl PartitionLag {
+    /// The committed offset is past the log end: no consumer can have read that far, so the log
+    /// was truncated under it (an unclean leader election) or the broker's figures are wrong.
+    /// Kafka's tool prints the difference as a negative lag; it is no lag at all.
+    pub fn impossible(&self) -> bool {
+        matches!((self.current_offset, self.log_end_offset), (Some(c), Some(end)) if c > end)
+    }
+
     /// The time lag at `now_ms`: how old the oldest record not consumed yet is
     /// ([`protocol::lag`]); `None` when the lag or that record's timestamp is unknown.
     pub fn time_lag_ms(&self, now_ms: i64) -> Option<i64> {
@@ -122,8 +130,7 @@ pub fn lag_rows(
         let current_offset = committed.get(tp).copied();
         let log_end_offset = log_ends.get(tp).copied();
         let lag = match (current_offset, log_end_offset) {
-            // Saturating: both numbers come from a broker.
-            (Some(c), Some(end)) => Some(end.saturating_sub(c)),
+            (Some(c), Some(end)) if c <= end => Some(end - c),
             _ => None,
         };
         PartitionLag {
@@ -180,6 +187,7 @@ mod tests {
             client_id: "c".into(),
             client_host: "/127.0.0.1".into(),
             assignment,
+            subscription: vec![],
         }
     }
 
@@ -202,7 +210,7 @@ mod tests {
                 member("idle", vec![]),
             ],
         };
-        let committed = BTreeMap::from([(tp("t", 0), 40), (tp("t", 3), 7), (tp("old", 0), 5)]);
+        let committed = BTreeMap::from([(tp("t", 0), 40), (tp("t", 3), 9), (tp("old", 0), 5)]);
         let log_ends = BTreeMap::from([(tp("t", 0), 42), (tp("t", 1), 17), (tp("t", 3), 7)]);
         let rows = lag_rows(&description, &committed, &log_ends);
         let shown: Vec<String> = rows
@@ -215,13 +223,15 @@ mod tests {
                 )
             })
             .collect();
+        assert!(rows[3].impossible(), "committed 9, log end 7");
+        assert!(!rows[0].impossible() && !rows[1].impossible());
         assert_eq!(
             shown,
             [
                 "t-0 Some(40) Some(2) big",
                 "t-1 None None big",
                 "u-0 None None big",
-                "t-3 Some(7) Some(0) small",
+                "t-3 Some(9) None small",
                 "old-0 Some(5) None -",
             ]
         );

@@ -89,7 +89,8 @@ pub struct ResetPlan {
     pub group: String,
     /// The new committed offset of each partition.
     pub offsets: BTreeMap<TopicPartition, i64>,
-    /// The tool's warnings, one line each (a time past a partition's last record).
+    /// The tool's warnings, one line each (a time past a partition's last record, an offset
+    /// brought back inside its log).
     pub warnings: Vec<String>,
     pub executed: bool,
 }
@@ -201,7 +202,7 @@ impl Admin {
         };
         for tp in partitions {
             let (start, end) = (starts[tp], ends[tp]);
-            let clamp = |offset: i64| offset.clamp(start, end.max(start));
+            let mut clamp = |offset: i64| inside_log(tp, offset, start, end, &mut plan.warnings);
             let offset = match to {
                 ResetTo::Earliest => start,
                 ResetTo::Latest => end,
@@ -323,6 +324,33 @@ fn delete_offsets_request(group: &str, partitions: &[TopicPartition]) -> OffsetD
     OffsetDeleteRequest::default()
         .with_group_id(group_id(group))
         .with_topics(topics)
+}
+
+/// `offset` brought inside the log `start..=end`, with the warning kafka-consumer-groups.sh
+/// prints when it does so (`checkOffsetsRange` in its ConsumerGroupCommand).
+fn inside_log(
+    tp: &TopicPartition,
+    offset: i64,
+    start: i64,
+    end: i64,
+    warnings: &mut Vec<String>,
+) -> i64 {
+    let end = end.max(start);
+    if offset > end {
+        warnings.push(format!(
+            "New offset ({offset}) is higher than latest offset for topic partition {tp}. Value \
+             will be set to {end}"
+        ));
+        return end;
+    }
+    if offset < start {
+        warnings.push(format!(
+            "New offset ({offset}) is lower than earliest offset for topic partition {tp}. Value \
+             will be set to {start}"
+        ));
+        return start;
+    }
+    offset
 }
 
 #[cfg(test)]

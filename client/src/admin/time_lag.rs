@@ -47,16 +47,21 @@ impl Admin {
     /// [`Admin::group_lag`], with the oldest unconsumed record's timestamp of every partition
     /// that has lag.
     pub async fn group_time_lag(&self, group: &str) -> Result<GroupLag> {
-        let mut lag = self.group_lag(group).await?;
+        self.with_time_lag(self.group_lag(group).await?).await
+    }
+
+    /// `lag` with the oldest unconsumed record's timestamp of every partition that has lag: the
+    /// record at the committed offset, or at the log start where nothing is committed
+    /// ([`Admin::group_unread`] gives such partitions their whole log as lag).
+    pub async fn with_time_lag(&self, mut lag: GroupLag) -> Result<GroupLag> {
         let wanted: Vec<(TopicPartition, i64)> = lag
             .partitions
             .iter()
             .filter(|p| p.lag.is_some_and(|l| l > 0))
-            .filter_map(|p| {
-                Some((
-                    TopicPartition::new(&p.topic, p.partition),
-                    p.current_offset?,
-                ))
+            .map(|p| {
+                // Offset 0 is below any log start: the read is reset to the earliest record.
+                let at = p.current_offset.unwrap_or(0);
+                (TopicPartition::new(&p.topic, p.partition), at)
             })
             .collect();
         let found = self.timestamps_at(&wanted).await?;

@@ -105,14 +105,27 @@ impl fmt::Display for LayoutChange {
     }
 }
 
-/// A version that arrived before a lower version of the same key.
+/// How a version broke its key's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationKind {
+    /// It came while a lower version, still to come, had not: `expected_version`.
+    Early,
+    /// It came after a higher version had (`expected_version`, the highest so far), and was not
+    /// one still awaited: the key went back ([`Numbering::Increasing`] only).
+    WentBack,
+}
+
+/// A version that arrived before a lower version of the same key, or after a higher one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
+    pub kind: ViolationKind,
     pub key: String,
     /// The version that arrived early, and where it was read.
     pub arrived_version: i64,
     pub arrived_at: Position,
-    /// The lowest version of the key that had not arrived yet.
+    /// Early: the lowest version of the key that had not arrived yet. Went back: the highest
+    /// version that had.
     pub expected_version: i64,
     /// Where that version was written, if the checker was told.
     pub expected_at: Option<Position>,
@@ -122,6 +135,17 @@ pub struct Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.kind == ViolationKind::WentBack {
+            write!(
+                f,
+                "{}: version {} read from {} after version {}",
+                self.key, self.arrived_version, self.arrived_at, self.expected_version
+            )?;
+            if let Some(at) = &self.expected_at {
+                write!(f, " at {at}")?;
+            }
+            return Ok(());
+        }
         write!(
             f,
             "{}: version {} read from {} before version {}",
@@ -146,10 +170,11 @@ impl fmt::Display for Violation {
 enum KeyState {
     /// Everything below `next` has arrived, and the versions in `ahead`.
     Consecutive { next: i64, ahead: BTreeSet<i64> },
-    /// Versions written and not arrived yet, and every version that arrived.
+    /// Versions written and not arrived yet, every version that arrived, and the highest.
     Increasing {
         pending: BTreeSet<i64>,
         arrived: HashSet<i64>,
+        highest: Option<i64>,
     },
 }
 
@@ -164,6 +189,7 @@ impl KeyState {
             Numbering::Increasing => KeyState::Increasing {
                 pending: BTreeSet::new(),
                 arrived: HashSet::new(),
+                highest: None,
             },
         }
     }
@@ -178,7 +204,9 @@ pub enum Numbering {
     Consecutive,
     /// Any increasing numbers (a sequence field, a timestamp), gaps allowed: a version is early
     /// while a lower version the checker was told was [written](OrderingChecker::written) has
-    /// not arrived.
+    /// not arrived, and a version below the highest that arrived goes back unless it is one of
+    /// those still awaited (which its early successor already reported). Only a repeat of the
+    /// highest is a duplicate.
     Increasing,
 }
 
@@ -188,6 +216,8 @@ enum Arrival {
     Duplicate,
     /// Ahead of this lower version.
     Early(i64),
+    /// Below this version, which arrived before.
+    WentBack(i64),
 }
 
 /// Checks that, per key, versions arrive in order.
@@ -247,7 +277,10 @@ impl OrderingChecker {
             .keys
             .entry(key.to_string())
             .or_insert_with(|| KeyState::new(numbering));
-        if let KeyState::Increasing { pending, arrived } = state {
+        if let KeyState::Increasing {
+            pending, arrived, ..
+        } = state
+        {
             if !arrived.contains(&version) {
                 pending.insert(version);
             }
@@ -255,8 +288,9 @@ impl OrderingChecker {
     }
 
     /// A consumer handed on `version` of `key`, read at `at`. Returns the violation when the
-    /// version came before a lower one. A version that arrives a second time is counted as a
-    /// duplicate (at-least-once delivery), not as an ordering violation.
+    /// version came before a lower one (or, numbered [`Numbering::Increasing`], after a higher
+    /// one). A version that arrives a second time is counted as a duplicate (at-least-once
+    /// delivery), not as an ordering violation, unless it goes back.
     pub fn arrived(&mut self, key: &str, version: i64, at: Position) -> Option<&Violation> {
         self.arrivals += 1;
         let numbering = self.numbering;
@@ -264,13 +298,14 @@ impl OrderingChecker {
             .keys
             .entry(key.to_string())
             .or_insert_with(|| KeyState::new(numbering));
-        let expected_version = match arrive(state, version) {
+        let (kind, expected_version) = match arrive(state, version) {
             Arrival::InOrder => return None,
             Arrival::Duplicate => {
                 self.duplicates += 1;
                 return None;
             }
-            Arrival::Early(expected) => expected,
+            Arrival::Early(expected) => (ViolationKind::Early, expected),
+            Arrival::WentBack(highest) => (ViolationKind::WentBack, highest),
         };
         let expected_at = self
             .written
@@ -280,6 +315,7 @@ impl OrderingChecker {
             .as_ref()
             .and_then(|before| self.explain(key, before, &at));
         self.violations.push(Violation {
+            kind,
             key: key.to_string(),
             arrived_version: version,
             arrived_at: at,
@@ -373,11 +409,20 @@ fn arrive(state: &mut KeyState, version: i64) -> Arrival {
             ahead.insert(version);
             Arrival::Early(*next)
         }
-        KeyState::Increasing { pending, arrived } => {
-            if !arrived.insert(version) {
-                return Arrival::Duplicate;
+        KeyState::Increasing {
+            pending,
+            arrived,
+            highest,
+        } => {
+            let awaited = pending.remove(&version);
+            let top = *highest;
+            arrived.insert(version);
+            match top {
+                Some(top) if version < top && !awaited => return Arrival::WentBack(top),
+                Some(top) if version == top => return Arrival::Duplicate,
+                _ => {}
             }
-            pending.remove(&version);
+            *highest = Some(top.map_or(version, |top| top.max(version)));
             match pending.first() {
                 Some(&lowest) if lowest < version => Arrival::Early(lowest),
                 _ => Arrival::InOrder,
@@ -450,15 +495,44 @@ mod tests {
         let v = c.arrived("k", 35, at("t", 0, 2)).unwrap().clone();
         assert_eq!((v.arrived_version, v.expected_version), (35, 20));
         assert_eq!(v.expected_at, Some(at("t", 0, 1)));
+        // 20, overtaken, is what 35's violation reported: no second one for it.
         assert!(c.arrived("k", 20, at("t", 0, 1)).is_none());
-        assert!(c.arrived("k", 20, at("t", 0, 1)).is_none());
+        // 35 again repeats the highest: a duplicate. 20 again goes back below 35.
+        assert!(c.arrived("k", 35, at("t", 0, 2)).is_none());
+        let back = c.arrived("k", 20, at("t", 0, 3)).unwrap();
+        assert_eq!(
+            (back.kind, back.expected_version),
+            (ViolationKind::WentBack, 35)
+        );
         assert_eq!(
             (c.violations().len(), c.duplicates(), c.missing()),
-            (1, 1, 0)
+            (2, 1, 0)
         );
         // Nothing written is waited for: a version of a key never written is in order.
         assert!(c.arrived("other", 7, at("t", 1, 0)).is_none());
         assert_eq!(c.keys(), 2);
+    }
+
+    #[test]
+    fn an_increasing_version_below_the_highest_goes_back_and_a_repeat_of_it_is_a_duplicate() {
+        let mut c = OrderingChecker::with_numbering(Numbering::Increasing);
+        for (offset, version) in [1, 2, 2, 3, 1].into_iter().enumerate() {
+            c.written("a", version, at("t", 0, offset as i64));
+        }
+        let found: Vec<String> = [1, 2, 2, 3, 1]
+            .into_iter()
+            .enumerate()
+            .filter_map(|(offset, v)| {
+                c.arrived("a", v, at("t", 0, offset as i64))
+                    .map(ToString::to_string)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            ["a: version 1 read from t-0@4 after version 3 at t-0@3"]
+        );
+        assert_eq!(c.violations()[0].kind, ViolationKind::WentBack);
+        assert_eq!(c.duplicates(), 1);
     }
 
     #[test]

@@ -140,7 +140,8 @@ pub enum StartAt {
     /// Every partition's log start.
     Beginning,
     /// Where the group stands: its committed offset, or the log start where it committed none
-    /// (nothing there was consumed yet).
+    /// (nothing there was consumed yet). A group that does not exist is
+    /// [`Error::UnknownGroup`].
     Committed(String),
 }
 
@@ -275,12 +276,19 @@ async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<Read
     let committed: HashMap<i32, i64> = match from {
         StartAt::Beginning => HashMap::new(),
         StartAt::Committed(group) => {
+            let admin = Admin::new(client.clone());
+            // A typo in the group would otherwise read from the beginning and pass.
+            if admin.describe_group(group).await?.state == "Dead" {
+                return Err(Error::UnknownGroup {
+                    group: group.clone(),
+                });
+            }
             let partitions: Vec<TopicPartition> = info
                 .partitions
                 .iter()
                 .map(|p| TopicPartition::new(topic, p.partition))
                 .collect();
-            Admin::new(client.clone())
+            admin
                 .list_group_offsets(group, Some(&partitions))
                 .await?
                 .into_iter()
@@ -288,20 +296,32 @@ async fn ranges(client: &Client, topic: &str, from: &StartAt) -> Result<Vec<Read
                 .collect()
         }
     };
-    Ok(starts
+    starts
         .iter()
         .zip(&ends)
         .map(|(start, end)| {
-            let from = committed
-                .get(&start.partition)
-                .map_or(start.offset, |&c| c.max(start.offset));
-            ReadRange {
-                partition: start.partition,
-                from: from.min(end.offset),
-                to: end.offset,
+            let committed = committed.get(&start.partition).copied();
+            if let (StartAt::Committed(group), Some(c)) = (from, committed) {
+                // Starting at the log end instead would check nothing and pass.
+                if c > end.offset {
+                    return Err(Error::InvalidArgument(format!(
+                        "{topic}-{}: group {group}'s committed offset {c} is past the log end {}: \
+                         no consumer can have read that far (the log was truncated under the \
+                         group, or the broker reports a wrong end), so what it has yet to read \
+                         is unknown",
+                        start.partition, end.offset
+                    )));
+                }
             }
+            // Retention may have removed what the group had yet to read: the rest is read.
+            let from = committed.map_or(start.offset, |c| c.max(start.offset));
+            Ok(ReadRange {
+                partition: start.partition,
+                from,
+                to: end.offset,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Hands every record of `ranges` to `each`, partition by partition in offset order.

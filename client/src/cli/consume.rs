@@ -8,6 +8,7 @@ use clap::Args;
 use client::{Client, Consumer, ConsumerConfig, Error, SeekTo, TopicPartition};
 
 use super::format::Format;
+use super::words::count;
 use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Args)]
@@ -137,7 +138,7 @@ pub async fn run(client: Client, args: ConsumeArgs, waiting: &Waiting) -> Result
     }
     out.flush()?;
     if args.exit || args.count.is_some() {
-        eprintln!("consumed {printed} records from {}", args.topic);
+        eprintln!("consumed {} from {}", count(printed, "record"), args.topic);
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ use serde_json::json;
 use super::consume::ConsumeArgs;
 use super::format::Format;
 use super::json::{self, Output};
+use super::words::count;
 use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Subcommand)]
@@ -68,10 +69,18 @@ pub enum GroupsVerb {
     #[command(after_help = "Examples:
   client groups lag billing
   client groups lag billing --time-lag
+  client groups lag billing --topic orders
   client groups lag billing --watch --window 10
-  client groups lag billing --format json")]
+  client groups lag billing --format json
+
+Every partition of every topic the group subscribes to or committed on has a row; one without a
+commit is behind by its whole log.")]
     Lag {
         group: String,
+        /// Also every partition of this topic, committed or not (repeatable): a consumer that has
+        /// not joined yet then counts as behind
+        #[arg(long = "topic", value_name = "TOPIC")]
+        topics: Vec<String>,
         /// Redraw every --interval seconds until interrupted
         #[arg(short, long)]
         watch: bool,
@@ -87,8 +96,8 @@ pub enum GroupsVerb {
         #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
         format: Output,
     },
-    /// Wait until every partition of the group (and of --topic) has at most --max-lag records
-    /// not consumed; exit 0 then, or 1 with the lag table after --timeout seconds
+    /// Wait until every partition of the topics the group reads (and of --topic) has at most
+    /// --max-lag records not consumed; exit 0 then, or 1 with the lag table after --timeout
     #[command(after_help = "Examples:
   client groups wait billing --max-lag 0
   client groups wait billing --max-lag 100 --topic orders --timeout 60")]
@@ -144,6 +153,7 @@ pub async fn run(admin: &Admin, verb: GroupsVerb, waiting: &Waiting) -> Result<(
         }
         GroupsVerb::Lag {
             group,
+            topics,
             watch,
             interval,
             time_lag,
@@ -151,6 +161,7 @@ pub async fn run(admin: &Admin, verb: GroupsVerb, waiting: &Waiting) -> Result<(
             format,
         } => {
             let view = lag::View {
+                topics,
                 watch,
                 every: Duration::from_secs(interval.max(1)),
                 time_lag,
@@ -249,9 +260,9 @@ async fn delete(admin: &Admin, groups: &[String]) -> Result<(), Failure> {
         );
     }
     Err(Failure::new(format!(
-        "{} of {} groups not deleted",
+        "{} of {} not deleted",
         failed.len(),
-        results.len()
+        count(results.len() as u64, "group")
     )))
 }
 
@@ -300,7 +311,8 @@ pub async fn consume_in_group(
     closed?;
     if args.exit || args.count.is_some() {
         eprintln!(
-            "consumed {printed} records from {} in group {group}",
+            "consumed {} from {} in group {group}",
+            count(printed, "record"),
             args.topic
         );
     }

@@ -35,7 +35,7 @@ pub fn listing(g: &GroupListing) -> Value {
 }
 
 /// One row of `groups describe` and `groups lag`; the time fields are null unless the time lag
-/// was asked for.
+/// was asked for. `impossible` flags a committed offset past the log end (its lag is null).
 pub fn partition(p: &PartitionLag, now_ms: Option<i64>) -> Value {
     let owner = p.owner.as_ref();
     json!({
@@ -44,6 +44,7 @@ pub fn partition(p: &PartitionLag, now_ms: Option<i64>) -> Value {
         "current_offset": p.current_offset,
         "log_end_offset": p.log_end_offset,
         "lag": p.lag,
+        "impossible": p.impossible(),
         "consumer_id": owner.map(|o| &o.member_id),
         "host": owner.map(|o| &o.host),
         "client_id": owner.map(|o| &o.client_id),

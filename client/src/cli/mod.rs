@@ -11,6 +11,7 @@ mod report;
 mod table;
 mod topics;
 mod waiting;
+mod words;
 
 use std::io::Write;
 use std::time::Duration;
@@ -28,6 +29,8 @@ pub use waiting::{Waited, Waiting};
 #[command(
     name = "client",
     version,
+    // Wrapped to the terminal, but never wider than 100 columns: long lines are hard to read.
+    max_term_width = 100,
     about = "A Kafka client for the partitioned-log workshop: topics, produce, consume, groups, offsets, partitions",
     after_help = "Examples:
   client topics create orders --partitions 12
@@ -185,6 +188,31 @@ mod tests {
     #[test]
     fn the_argument_definitions_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Help wraps at 100 columns (clap's `wrap_help`; `max_term_width` caps it there on a wider
+    /// terminal), and usage lines, which clap does not wrap, are written short.
+    #[test]
+    fn every_help_line_fits_in_100_columns() {
+        fn check(cmd: &mut clap::Command, path: &str, wide: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            for help in [cmd.render_help(), cmd.render_long_help()] {
+                for line in help.to_string().lines() {
+                    let width = line.chars().count();
+                    if width > 100 {
+                        wide.push(format!("{path}: {width} columns: {line}"));
+                    }
+                }
+            }
+            for sub in cmd.get_subcommands_mut() {
+                check(sub, &path, wide);
+            }
+        }
+        let mut cli = Cli::command().term_width(100);
+        cli.build();
+        let mut wide = Vec::new();
+        check(&mut cli, "", &mut wide);
+        assert!(wide.is_empty(), "{}", wide.join("\n"));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::io::{self, BufRead, Write};
 use clap::Args;
 use protocol::partitioner::partition_for_key;
 
+use super::words::count;
 use super::{table, Failure};
 
 #[derive(Debug, Args)]
@@ -106,12 +107,18 @@ fn summarise(
             };
             writeln!(
                 out,
-                "{total} keys, {from} -> {m} partitions: {moved} move ({pct:.1}%), {} stay",
+                "{}, {from} -> {m} partitions: {moved} move ({pct:.1}%), {} stay",
+                count(total, "key"),
                 total - moved
             )
         }
         None => {
-            writeln!(out, "{total} keys over {from} partitions:")?;
+            writeln!(
+                out,
+                "{} over {}:",
+                count(total, "key"),
+                count(from, "partition")
+            )?;
             let rows: Vec<Vec<String>> = (0..from)
                 .map(|p| {
                     let n = per_partition.get(&p).copied().unwrap_or(0);

@@ -11,6 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::report::explain;
+use super::words::count;
 use super::{Failure, Waited, Waiting};
 
 #[derive(Debug, Args)]
@@ -79,8 +80,8 @@ impl Tally {
             .map(|(p, n)| format!("partition {p}: {n}"))
             .collect();
         let mut line = format!(
-            "produced {} records to {topic} in {:.2} s",
-            self.delivered(),
+            "produced {} to {topic} in {:.2} s",
+            count(self.delivered(), "record"),
             took.as_secs_f64()
         );
         if !parts.is_empty() {
@@ -199,15 +200,15 @@ pub async fn run(client: Client, args: ProduceArgs, waiting: &Waiting) -> Result
     if let Some(e) = send_error {
         let message = match tally.delivered() {
             0 => explain(&e),
-            n => format!("{} (after {n} records were produced)", explain(&e)),
+            n => format!("{} (after {} produced)", explain(&e), count(n, "record")),
         };
         return Err(Failure::new(message));
     }
     if let Some(e) = &tally.first_error {
         return Err(Failure::new(format!(
-            "{} of {} records were not delivered: {}",
+            "{} of {} not delivered: {}",
             tally.failed,
-            tally.failed + tally.delivered(),
+            count(tally.failed + tally.delivered(), "record"),
             explain(e)
         )));
     }

@@ -1,4 +1,8 @@
-//! Turns failures into the one line the CLI prints: what failed, and what to do about it.
+//! Turns failures into the one line the CLI prints: what failed, and what to do about it; and
+//! the exit code, by one rule for every verb, as test runners read it: 0 the command did what it
+//! says (a check holds), 1 a check ran and does not hold ([`Failure::check_failed`]), 2 the
+//! command could not do it or the check could not run (bad arguments, no broker, an unknown
+//! topic or group, a refusal, data it cannot read), 130 stopped by a signal.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -14,15 +18,25 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A runtime failure (exit code 1).
+    /// The command could not do what it was asked, or a check could not run (exit code 2):
+    /// the harness is broken, not the service it checks.
     pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 2,
+        }
+    }
+
+    /// A check ran and does not hold (exit code 1): a group that did not catch up, records out
+    /// of order.
+    pub fn check_failed(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             code: 1,
         }
     }
 
-    /// Bad arguments that clap could not catch (exit code 2, as clap uses).
+    /// Bad arguments that clap could not catch (exit code 2, as clap's own).
     pub fn usage(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -81,6 +95,7 @@ pub fn explain(err: &Error) -> String {
             "topic '{topic}' does not exist: create it with `client topics create {topic} \
              --partitions N` (see `client topics list`)"
         ),
+        Error::UnknownGroup { .. } => format!("{err}: see `client groups list`"),
         Error::UnknownPartition { topic, count, .. } => format!(
             "{err}: use a partition below {count}, or grow the topic with `client topics alter \
              {topic} --partitions N`"
@@ -140,7 +155,7 @@ fn transport(t: &TransportError) -> String {
         TransportError::Unresolved { .. } => {
             format!("{t}: check the host name given to --bootstrap (or KAFKA_BOOTSTRAP)")
         }
-        TransportError::NotKafka { .. } => {
+        TransportError::NotKafka { .. } | TransportError::Silent { .. } => {
             format!("{t}: point --bootstrap (or KAFKA_BOOTSTRAP) at a Kafka listener")
         }
         TransportError::Connect { .. } | TransportError::ConnectTimeout { .. } => {

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::json::{self, Output};
 use super::report::{explain_topic_change, TopicChange};
+use super::words::count;
 use super::Failure;
 
 #[derive(Debug, Subcommand)]
@@ -55,6 +56,9 @@ pub enum TopicsVerb {
     /// Grow a topic to N partitions (keys then map to other partitions), or change its configs
     /// as kafka-configs.sh --alter does (only the configs named change)
     #[command(
+        // clap lists the required group in full, past 100 columns.
+        override_usage = "client topics alter <TOPIC> (--partitions <N> | --config <KEY=VALUE> |\n         \
+                          --delete-config <KEY>)...",
         after_help = "Examples:
   client topics alter orders --partitions 24
   client topics alter orders --config retention.ms=86400000 --delete-config cleanup.policy",
@@ -168,7 +172,8 @@ pub async fn run(admin: &Admin, verb: TopicsVerb) -> Result<(), Failure> {
                     .map_err(explained)?;
                 writeln!(
                     stdout.lock(),
-                    "Topic {topic} now has {partitions} partitions."
+                    "Topic {topic} now has {}.",
+                    count(partitions, "partition")
                 )?;
             }
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use kafka_protocol::protocol::Request;
 use tokio::net::TcpStream;
 
-use crate::error::{Result, TransportError};
+use crate::error::{Error, Result, TransportError};
 pub use messenger::Outgoing;
 use messenger::{Messenger, PendingAnswer};
 use versions::ApiVersions;
@@ -74,7 +74,21 @@ impl BrokerConnection {
             &settings.client_id,
             settings.max_response_bytes,
         );
-        let versions = versions::handshake(&messenger, settings.request_timeout).await?;
+        // The handshake is part of setting the connection up, bounded as the connect is:
+        // librdkafka likewise gives ApiVersions its own, shorter timeout
+        // (api.version.request.timeout.ms, 10 s) than other requests'. A listener that accepts
+        // and stays silent is then reported in seconds, not after the request timeout.
+        let handshake_timeout = settings.connect_timeout.min(settings.request_timeout);
+        let versions = match versions::handshake(&messenger, handshake_timeout).await {
+            Err(Error::Transport(TransportError::Timeout { .. })) => {
+                return Err(TransportError::Silent {
+                    addr: addr.to_string(),
+                    after: handshake_timeout,
+                }
+                .into())
+            }
+            other => other?,
+        };
         tracing::debug!(addr, "connected");
         Ok(Self {
             messenger,

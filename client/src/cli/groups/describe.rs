@@ -7,11 +7,12 @@
 
 use std::io::Write;
 
-use client::admin::{GroupDescription, GroupLag};
+use client::admin::{GroupDescription, GroupLag, PartitionLag};
 use client::Admin;
 use serde_json::{json, Value};
 
 use super::super::json::{self, Output};
+use super::super::report::explain;
 use super::super::Failure;
 use super::when::now_ms;
 
@@ -72,6 +73,12 @@ async fn group_json(admin: &Admin, group: &str, time_lag: bool) -> Result<Value,
     } else {
         admin.group_lag(group).await?
     };
+    if lag.description.state == "Dead" {
+        return Err(client::Error::UnknownGroup {
+            group: group.to_string(),
+        }
+        .into());
+    }
     Ok(lag_json(&lag, time_lag.then(now_ms)))
 }
 
@@ -116,19 +123,40 @@ fn pad(text: &str, width: usize) -> String {
     format!("{text:<width$}")
 }
 
+/// A LAG cell: the lag, `-` where it is unknown, IMPOSSIBLE where the commit is past the log end.
+pub fn lag_cell(p: &PartitionLag) -> String {
+    if p.impossible() {
+        return "IMPOSSIBLE".to_string();
+    }
+    opt(p.lag)
+}
+
+/// Why a row's LAG is IMPOSSIBLE, in one line.
+pub fn impossible_note(p: &PartitionLag) -> String {
+    format!(
+        "{}-{}: committed offset {} is past the log end {}: no consumer can have read that far \
+         (the log was truncated under the group, or the broker reports a wrong end)",
+        p.topic,
+        p.partition,
+        opt(p.current_offset),
+        opt(p.log_end_offset)
+    )
+}
+
 fn opt(value: Option<i64>) -> String {
     value.map_or_else(|| MISSING.to_string(), |v| v.to_string())
 }
 
 /// The tool's `shouldPrintMemberState`: the note for the group's state, and whether a table
 /// follows (`rows` is the number of rows it would have). `Err` for a state the tool does not
-/// know, which it refuses the same way.
+/// know, which it refuses the same way, and for a group that does not exist: the tool prints
+/// that on stdout and exits 0, which a script cannot tell from a group with nothing to show.
 fn state_note(group: &str, state: &str, rows: usize, out: &mut Printed) -> Result<bool, String> {
     match state {
         "Dead" => {
-            // printError writes to stdout.
-            out.stdout += &format!("\nError: Consumer group '{group}' does not exist.\n");
-            return Ok(false);
+            return Err(explain(&client::Error::UnknownGroup {
+                group: group.to_string(),
+            }))
         }
         "Empty" => out.stderr += &format!("\nConsumer group '{group}' has no active members.\n"),
         "PreparingRebalance" | "CompletingRebalance" | "Assigning" | "Reconciling" => {
@@ -170,7 +198,7 @@ pub fn offsets(lag: &GroupLag, time_lag_at: Option<i64>) -> Result<Printed, Stri
                 r.partition.to_string(),
                 opt(r.current_offset),
                 opt(r.log_end_offset),
-                opt(r.lag),
+                lag_cell(r),
             ];
             if let Some(now) = time_lag_at {
                 row.push(age(r.time_lag_ms(now)));
@@ -225,6 +253,9 @@ pub fn offsets(lag: &GroupLag, time_lag_at: Option<i64>) -> Result<Printed, Stri
         out.stdout += &line(&cells);
     }
     out.stdout.push('\n');
+    for p in lag.partitions.iter().filter(|p| p.impossible()) {
+        out.stderr += &format!("\nWarning: {}\n", impossible_note(p));
+    }
     Ok(out)
 }
 
@@ -372,6 +403,7 @@ mod tests {
                 .iter()
                 .map(|&p| TopicPartition::new("orders", p))
                 .collect(),
+            subscription: vec!["orders".into()],
         }
     }
 
@@ -494,12 +526,14 @@ demo            orders          2          33              33              0    
             description: description("Dead", vec![]),
             partitions: vec![],
         };
-        let out = offsets(&dead, None).unwrap();
         assert_eq!(
-            out.stdout,
-            "\nError: Consumer group 'demo' does not exist.\n"
+            offsets(&dead, None).unwrap_err(),
+            "consumer group 'demo' does not exist: see `client groups list`"
         );
-        assert_eq!(out.stderr, "");
+        assert!(
+            members(&dead.description).is_err(),
+            "no header before the error"
+        );
         let busy = GroupLag {
             description: description("PreparingRebalance", vec![]),
             partitions: vec![row(1, Some(1), 1, None)],

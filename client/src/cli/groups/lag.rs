@@ -1,5 +1,7 @@
 //! `client groups lag G [--watch]`: the group's per-partition lag with a bar each, scaled to the
-//! largest lag, redrawn every interval until Ctrl-C or SIGTERM when watching. Each refresh gets
+//! largest lag, redrawn every interval until Ctrl-C or SIGTERM when watching. Every partition of
+//! every topic the group reads (and of `--topic`) has a row, one without a commit behind by its
+//! whole log ([`client::Admin::group_unread`]), so a total of 0 means nothing is left to read. Each refresh gets
 //! `--timeout` to come back: a watch on a broker that died ends with an error, not a stale table.
 //! Watching, every look is an observation of each partition, and a Burrow-style status
 //! ([`client::lag_status`]) is judged over the last `--window` of them, with the rule that fired.
@@ -14,16 +16,19 @@ use client::{Admin, TopicPartition};
 use serde_json::{json, Value};
 
 use super::super::json::{self, Output};
+use super::super::words::count;
 use super::super::{table, Failure, Waited, Waiting};
-use super::describe::{age, lag_json};
+use super::describe::{age, impossible_note, lag_cell, lag_json};
 use super::when::now_ms;
 
 /// The longest bar, in characters.
 const BAR_WIDTH: usize = 40;
 
 /// How `groups lag` shows the lag.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct View {
+    /// Topics whose every partition counts, read by the group or not yet.
+    pub topics: Vec<String>,
     pub watch: bool,
     pub every: Duration,
     pub time_lag: bool,
@@ -91,10 +96,11 @@ pub async fn run(
     let mut watcher = view.watch.then(|| Watcher::new(view.window));
     loop {
         let look = async {
+            let unread = admin.group_unread(group, &view.topics).await?;
             if view.time_lag {
-                admin.group_time_lag(group).await
+                admin.with_time_lag(unread).await
             } else {
-                admin.group_lag(group).await
+                Ok(unread)
             }
         };
         let lag = match waiting.on(look).await? {
@@ -102,9 +108,10 @@ pub async fn run(
             Waited::Stopped if view.watch => return Ok(()),
             Waited::Stopped => return Err(Failure::interrupted()),
         };
-        if !view.watch && lag.description.state == "Dead" {
+        if !view.watch && lag.description.state == "Dead" && lag.partitions.is_empty() {
             return Err(Failure::new(format!(
-                "consumer group '{group}' does not exist: see `client groups list`"
+                "consumer group '{group}' does not exist: see `client groups list`, or name the \
+                 topic it will read with --topic"
             )));
         }
         let now = view.time_lag.then(now_ms);
@@ -153,16 +160,16 @@ pub fn watch_json(lag: &GroupLag, now: Option<i64>, statuses: Option<&Statuses>)
 pub fn render(lag: &GroupLag, now: Option<i64>, statuses: Option<&Statuses>) -> io::Result<String> {
     let d = &lag.description;
     let mut out = Vec::new();
-    if d.state == "Dead" {
+    if d.state == "Dead" && lag.partitions.is_empty() {
         writeln!(out, "consumer group '{}' does not exist (yet)", d.group_id)?;
         return Ok(String::from_utf8_lossy(&out).into_owned());
     }
     writeln!(
         out,
-        "group {}: {}, {} member(s), total lag {}",
+        "group {}: {}, {}, total lag {}",
         d.group_id,
         d.state,
-        d.members.len(),
+        count(d.members.len() as u64, "member"),
         lag.total()
     )?;
     if let Some(s) = statuses {
@@ -186,7 +193,7 @@ pub fn render(lag: &GroupLag, now: Option<i64>, statuses: Option<&Statuses>) -> 
                 p.partition.to_string(),
                 dash(p.current_offset),
                 dash(p.log_end_offset),
-                dash(p.lag),
+                lag_cell(p),
             ];
             if let Some(now) = now {
                 row.push(age(p.time_lag_ms(now)));
@@ -207,6 +214,9 @@ pub fn render(lag: &GroupLag, now: Option<i64>, statuses: Option<&Statuses>) -> 
     }
     header.push("");
     table::write(&mut out, &header, &rows)?;
+    for p in lag.partitions.iter().filter(|p| p.impossible()) {
+        writeln!(out, "warning: {}", impossible_note(p))?;
+    }
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -306,7 +316,7 @@ mod tests {
         assert_eq!(
             text,
             format!(
-                "group g: Stable, 0 member(s), total lag 4\n\n\
+                "group g: Stable, 0 members, total lag 4\n\n\
                  TOPIC   PARTITION  COMMITTED  LOG-END  LAG\n\
                  orders  0          2          6        4    {}\n\
                  orders  1          -          3        -\n",

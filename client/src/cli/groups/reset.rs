@@ -12,11 +12,17 @@ use kafka_protocol::ResponseError;
 use serde_json::json;
 
 use super::super::json::{self, Output};
+use super::super::words::count;
 use super::super::Failure;
 use super::when;
 
 #[derive(Debug, Args)]
 #[command(
+    // clap lists both required groups in full: 212 columns.
+    override_usage = "client groups reset-offsets <GROUP> (--topic <TOPIC[:P,..]> | --all-topics)\n         \
+                      <TARGET> [--execute | --dry-run] [--format <FORMAT>]\n       \
+                      TARGET: --to-earliest | --to-latest | --to-current | --to-offset <N> |\n               \
+                      --shift-by <N> | --to-datetime <DATETIME> | --by-duration <DURATION>",
     group(ArgGroup::new("scope").required(true).args(["topics", "all_topics"])),
     group(ArgGroup::new("target").required(true).args([
         "to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime",
@@ -50,7 +56,7 @@ pub struct ResetArgs {
     #[arg(long)]
     pub to_current: bool,
     /// This offset
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub to_offset: Option<i64>,
     /// The committed offset plus N (negative: back)
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -235,8 +241,8 @@ pub async fn delete_offsets(
         ""
     };
     Err(Failure::new(format!(
-        "{failed} of {} partitions kept their offsets{hint}",
-        answers.len()
+        "{failed} of {} kept their offsets{hint}",
+        count(answers.len() as u64, "partition")
     )))
 }
 
