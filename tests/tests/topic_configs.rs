@@ -55,6 +55,15 @@ fn keyed(records: &[MaybeValue<'_>]) -> Bytes {
     records_batch(records, Compression::None, None, false)
 }
 
+/// The offsets of every record of partition 0.
+async fn read_offsets(client: &mut RawClient, topic: &str) -> Vec<i64> {
+    read_all(client, topic, 0)
+        .await
+        .iter()
+        .map(|r| r.0)
+        .collect()
+}
+
 /// Every record from `offset` on: `(offset, key, value, timestamp, log append time?)`.
 async fn read_all(
     client: &mut RawClient,
@@ -261,11 +270,7 @@ async fn tombstones_go_once_delete_retention_ms_has_passed() {
         0
     );
     broker.maintain_logs(30_000);
-    let offsets: Vec<i64> = read_all(&mut client, "users", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let offsets = read_offsets(&mut client, "users").await;
     assert_eq!(offsets, vec![1, 3]);
 }
 
@@ -671,11 +676,7 @@ async fn a_topics_max_message_bytes_is_its_batch_limit_below_and_above_the_broke
             .error_code,
         0
     );
-    let read: Vec<i64> = read_all(&mut client, "plain", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let read = read_offsets(&mut client, "plain").await;
     assert_eq!(read, vec![0]);
 }
 
@@ -755,11 +756,7 @@ async fn records_stamped_outside_the_topics_timestamp_window_are_invalid() {
             .error_code,
         0
     );
-    let read: Vec<i64> = read_all(&mut client, "window", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let read = read_offsets(&mut client, "window").await;
     assert_eq!(read, vec![0, 1, 2]);
 }
 
@@ -959,11 +956,7 @@ async fn min_compaction_lag_ms_keeps_young_records_from_the_cleaner() {
     assert_eq!(broker.maintain_logs(50_000).1.records_removed, 0);
     assert_eq!(read_all(&mut client, "lagging", 0).await.len(), 4);
     assert_eq!(broker.maintain_logs(200_000).1.records_removed, 2);
-    let offsets: Vec<i64> = read_all(&mut client, "lagging", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let offsets = read_offsets(&mut client, "lagging").await;
     assert_eq!(offsets, vec![2, 3]);
 }
 
@@ -1002,10 +995,6 @@ async fn min_cleanable_dirty_ratio_decides_when_a_log_is_cleaned_again() {
     );
     // k0's first two values go; its last stays.
     assert_eq!(broker.maintain_logs(10_000).1.records_removed, 2);
-    let offsets: Vec<i64> = read_all(&mut client, "ratio", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let offsets = read_offsets(&mut client, "ratio").await;
     assert_eq!(offsets, (1..20).chain([21]).collect::<Vec<i64>>());
 }
