@@ -7,7 +7,7 @@
   admin finds no offset of the group for it, and the same group, subscribing with
   auto.offset.reset=earliest, reads all 25 records from offset 0 (not from the old offset 20).
 - read-committed-by-time: confluent-kafka's transactional producer commits 3 records stamped
-  TS..TS+2, then leaves a transaction open holding one record stamped TS+10. A read_committed
+  TS..TS+2 (ten minutes from now, after the markers' broker time), then leaves a transaction open holding one record stamped TS+10. A read_committed
   consumer's offsets_for_times(TS+5) finds no offset (-1, past the last stable offset), a
   read_uncommitted one finds offset 4 (the commit marker is 3); after the commit
   read_committed finds offset 4 too.
@@ -22,7 +22,9 @@ from kafka import KafkaAdminClient
 import interop_common as c
 from interop_common import check, check_eq
 
-TS = 1_700_000_000_000
+# Ten minutes ahead of the broker's clock (within Kafka 4.0's message.timestamp.after.max.ms of an
+# hour): the transaction markers, stamped with the broker's time, come before TS.
+TS = int(time.time() * 1000) + 600_000
 
 
 def _admin(bootstrap):
@@ -77,14 +79,14 @@ def deleted_topic_offsets(bootstrap, topic):
     cons.commit(offsets=[TopicPartition(topic, 0, 20)], asynchronous=False)
     cons.close()
     kp = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
-    found = kp.list_consumer_group_offsets(group)
+    found = kp.list_group_offsets({group: None})[group]
     check_eq({tp.partition: om.offset for tp, om in found.items() if tp.topic == topic}, {0: 20},
              "kafka-python's view of the committed offset")
 
     _wait(admin.delete_topics([topic], operation_timeout=10), "delete_topics")
     _wait(admin.create_topics([NewTopic(topic, 1, 1)]), "create_topics again")
     _fill(bootstrap, topic, 25)
-    found = kp.list_consumer_group_offsets(group)
+    found = kp.list_group_offsets({group: None})[group]
     left = {tp.partition: om.offset for tp, om in found.items() if tp.topic == topic and om.offset >= 0}
     check_eq(left, {}, "offsets of the group for the re-created topic")
     kp.close()
