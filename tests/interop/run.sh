@@ -280,6 +280,12 @@ for step in cli-reset-read-by-kafka-python kafka-python-reset-seen-by-cli; do
     scenario "offsets: $step" "$PYTHON" offsets_interop.py --bootstrap "$ADDR" --topic "interop-offsets-${step}-${RUN_ID}" "$step"
 done
 
+# Kafka's semantics where a client reads them (issue 35): group offsets deleted with their topic
+# (confluent-kafka's group and admin, kafka-python's admin), read_committed lookups by time.
+for step in deleted-topic-offsets read-committed-by-time; do
+    scenario "semantics: $step" "$PYTHON" semantics_interop.py --bootstrap "$ADDR" --topic "interop-semantics-${step}-${RUN_ID}" "$step"
+done
+
 # The README's "Testing your service against this broker" examples, as written: each starts a
 # broker of its own (so not with INTEROP_BOOTSTRAP).
 if [[ -n "${BROKER:-}" ]]; then

@@ -55,6 +55,15 @@ fn keyed(records: &[MaybeValue<'_>]) -> Bytes {
     records_batch(records, Compression::None, None, false)
 }
 
+/// The offsets of every record of partition 0.
+async fn read_offsets(client: &mut RawClient, topic: &str) -> Vec<i64> {
+    read_all(client, topic, 0)
+        .await
+        .iter()
+        .map(|r| r.0)
+        .collect()
+}
+
 /// Every record from `offset` on: `(offset, key, value, timestamp, log append time?)`.
 async fn read_all(
     client: &mut RawClient,
@@ -261,11 +270,7 @@ async fn tombstones_go_once_delete_retention_ms_has_passed() {
         0
     );
     broker.maintain_logs(30_000);
-    let offsets: Vec<i64> = read_all(&mut client, "users", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let offsets = read_offsets(&mut client, "users").await;
     assert_eq!(offsets, vec![1, 3]);
 }
 
@@ -671,11 +676,7 @@ async fn a_topics_max_message_bytes_is_its_batch_limit_below_and_above_the_broke
             .error_code,
         0
     );
-    let read: Vec<i64> = read_all(&mut client, "plain", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let read = read_offsets(&mut client, "plain").await;
     assert_eq!(read, vec![0]);
 }
 
@@ -755,11 +756,7 @@ async fn records_stamped_outside_the_topics_timestamp_window_are_invalid() {
             .error_code,
         0
     );
-    let read: Vec<i64> = read_all(&mut client, "window", 0)
-        .await
-        .iter()
-        .map(|r| r.0)
-        .collect();
+    let read = read_offsets(&mut client, "window").await;
     assert_eq!(read, vec![0, 1, 2]);
 }
 
@@ -923,4 +920,81 @@ async fn create_topics_v5_answers_the_effective_configs_and_refuses_remote_stora
         set_config(&mut client, "local", "remote.storage.enable", "TRUE").await,
         ResponseError::InvalidConfig.code()
     );
+}
+
+/// `min.compaction.lag.ms`: the cleaner leaves records younger than the lag, by their
+/// timestamp, and cleans them once they are older.
+#[tokio::test]
+async fn min_compaction_lag_ms_keeps_young_records_from_the_cleaner() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("min.compaction.lag.ms", "100000"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    assert_eq!(create_with(&mut client, "lagging", &configs).await.0, 0);
+    let updates = keyed(&[
+        (Some("a"), Some("1"), 1_000),
+        (Some("a"), Some("2"), 1_000),
+        (Some("a"), Some("3"), 1_000),
+    ]);
+    assert_eq!(
+        produce(&mut client, "lagging", 0, updates, 9)
+            .await
+            .error_code,
+        0
+    );
+    // A later batch, so that the first is not the active end of the log.
+    let later = keyed(&[(Some("b"), Some("1"), 1_000)]);
+    assert_eq!(
+        produce(&mut client, "lagging", 0, later, 9)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(broker.maintain_logs(50_000).1.records_removed, 0);
+    assert_eq!(read_all(&mut client, "lagging", 0).await.len(), 4);
+    assert_eq!(broker.maintain_logs(200_000).1.records_removed, 2);
+    let offsets = read_offsets(&mut client, "lagging").await;
+    assert_eq!(offsets, vec![2, 3]);
+}
+
+/// `min.cleanable.dirty.ratio`: a log cleaned once is cleaned again only when that share of it
+/// is dirty.
+#[tokio::test]
+async fn min_cleanable_dirty_ratio_decides_when_a_log_is_cleaned_again() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("min.cleanable.dirty.ratio", "0.99"),
+    ];
+    assert_eq!(create_with(&mut client, "ratio", &configs).await.0, 0);
+    let values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    for (i, value) in values.iter().enumerate() {
+        let key = format!("k{i}");
+        let one = keyed(&[(Some(key.as_str()), Some(value.as_str()), 1_000)]);
+        assert_eq!(produce(&mut client, "ratio", 0, one, 9).await.error_code, 0);
+    }
+    // Everything is dirty at first: cleaned, nothing to drop (every key once).
+    assert_eq!(broker.maintain_logs(10_000).1.records_removed, 0);
+    for value in ["x", "y"] {
+        let update = keyed(&[(Some("k0"), Some(value), 1_000)]);
+        assert_eq!(
+            produce(&mut client, "ratio", 0, update, 9).await.error_code,
+            0
+        );
+    }
+    // 2 of 22 batches dirty: below 0.99, left alone.
+    assert_eq!(broker.maintain_logs(10_000).1.records_removed, 0);
+    assert_eq!(read_all(&mut client, "ratio", 0).await.len(), 22);
+    assert_eq!(
+        set_config(&mut client, "ratio", "min.cleanable.dirty.ratio", "0.05").await,
+        0
+    );
+    // k0's first two values go; its last stays.
+    assert_eq!(broker.maintain_logs(10_000).1.records_removed, 2);
+    let offsets = read_offsets(&mut client, "ratio").await;
+    assert_eq!(offsets, (1..20).chain([21]).collect::<Vec<i64>>());
 }

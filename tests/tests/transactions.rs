@@ -126,15 +126,7 @@ async fn fetch(client: &mut RawClient, offset: i64, isolation: i8) -> Fetched {
 
 /// ListOffsets latest at `isolation`.
 async fn latest(client: &mut RawClient, isolation: i8) -> i64 {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_isolation_level(isolation)
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(topic_name("t"))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(0)
-                .with_timestamp(-1)])]);
-    client.call(&request, 7).await.topics[0].partitions[0].offset
+    offset_for(client, -1, isolation).await.1
 }
 
 const UNCOMMITTED: i8 = 0;

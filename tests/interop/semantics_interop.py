@@ -1,0 +1,143 @@
+"""Kafka's semantics where they decide what a real client reads (issue 35), one per process:
+
+    python semantics_interop.py --bootstrap HOST:PORT --topic T SCENARIO
+
+- deleted-topic-offsets: a confluent-kafka group commits offset 20 on a 30-record topic; the
+  topic is deleted (confluent-kafka's admin) and created again with 25 records. kafka-python's
+  admin finds no offset of the group for it, and the same group, subscribing with
+  auto.offset.reset=earliest, reads all 25 records from offset 0 (not from the old offset 20).
+- read-committed-by-time: confluent-kafka's transactional producer commits 3 records stamped
+  TS..TS+2 (ten minutes from now, after the markers' broker time), then leaves a transaction open holding one record stamped TS+10. A read_committed
+  consumer's offsets_for_times(TS+5) finds no offset (-1, past the last stable offset), a
+  read_uncommitted one finds offset 4 (the commit marker is 3); after the commit
+  read_committed finds offset 4 too.
+"""
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient
+
+import interop_common as c
+from interop_common import check, check_eq
+
+# Ten minutes ahead of the broker's clock (within Kafka 4.0's message.timestamp.after.max.ms of an
+# hour): the transaction markers, stamped with the broker's time, come before TS.
+TS = int(time.time() * 1000) + 600_000
+
+
+def _admin(bootstrap):
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def _wait(futures, what):
+    for name, f in futures.items():
+        try:
+            f.result(timeout=20)
+        except Exception as e:  # noqa: BLE001 - the admin's error is the failure
+            raise c.Fail(f"{what} {name}: {e}") from None
+
+
+def _fill(bootstrap, topic, n):
+    prod = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(n):
+        prod.produce(topic, value=f"r{i}".encode(), partition=0)
+    check_eq(prod.flush(20), 0, "records still undelivered")
+
+
+def _group_consumer(bootstrap, group, **kw):
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+    conf.update(kw)
+    return Consumer(conf)
+
+
+def _poll(cons, n, timeout=30.0):
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n:
+        check(time.monotonic() < deadline, f"only {len(got)} of {n} records within {timeout}s")
+        m = cons.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            raise c.Fail(f"consume: {m.error()}")
+        got.append(m)
+    return got
+
+
+def deleted_topic_offsets(bootstrap, topic):
+    group = f"{topic}-group"
+    admin = _admin(bootstrap)
+    _wait(admin.create_topics([NewTopic(topic, 1, 1)]), "create_topics")
+    _fill(bootstrap, topic, 30)
+    cons = _group_consumer(bootstrap, group)
+    cons.subscribe([topic])
+    first = _poll(cons, 20)
+    check_eq([m.offset() for m in first], list(range(20)), "offsets read before the commit")
+    cons.commit(offsets=[TopicPartition(topic, 0, 20)], asynchronous=False)
+    cons.close()
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    found = kp.list_group_offsets({group: None})[group]
+    check_eq({tp.partition: om.offset for tp, om in found.items() if tp.topic == topic}, {0: 20},
+             "kafka-python's view of the committed offset")
+
+    _wait(admin.delete_topics([topic], operation_timeout=10), "delete_topics")
+    _wait(admin.create_topics([NewTopic(topic, 1, 1)]), "create_topics again")
+    _fill(bootstrap, topic, 25)
+    found = kp.list_group_offsets({group: None})[group]
+    left = {tp.partition: om.offset for tp, om in found.items() if tp.topic == topic and om.offset >= 0}
+    check_eq(left, {}, "offsets of the group for the re-created topic")
+    kp.close()
+    cons = _group_consumer(bootstrap, group)
+    cons.subscribe([topic])
+    again = _poll(cons, 25)
+    cons.close()
+    check_eq([m.offset() for m in again], list(range(25)), "offsets read after re-creation")
+    check_eq([m.value().decode() for m in again], [f"r{i}" for i in range(25)], "values read")
+    return "offset 20 went with the deleted topic; the group read all 25 records of the new one from 0"
+
+
+def _offset_for(bootstrap, topic, isolation, ts):
+    cons = Consumer({"bootstrap.servers": bootstrap, "group.id": "semantics-lookup",
+                     "isolation.level": isolation, "enable.auto.commit": False})
+    try:
+        found = cons.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=15)[0]
+    finally:
+        cons.close()
+    check(found.error is None, f"offsets_for_times error: {found.error}")
+    return found.offset
+
+
+def read_committed_by_time(bootstrap, topic):
+    admin = _admin(bootstrap)
+    _wait(admin.create_topics([NewTopic(topic, 1, 1)]), "create_topics")
+    prod = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn",
+                     "linger.ms": 5})
+    prod.init_transactions(20)
+    prod.begin_transaction()
+    for i in range(3):
+        prod.produce(topic, value=f"c{i}".encode(), partition=0, timestamp=TS + i)
+    prod.commit_transaction(20)
+    prod.begin_transaction()
+    prod.produce(topic, value=b"open", partition=0, timestamp=TS + 10)
+    check_eq(prod.flush(20), 0, "open transaction's record undelivered")
+    # Data 0-2, commit marker 3, the open transaction's record 4.
+    committed = _offset_for(bootstrap, topic, "read_committed", TS + 5)
+    uncommitted = _offset_for(bootstrap, topic, "read_uncommitted", TS + 5)
+    check_eq(uncommitted, 4, "read_uncommitted offsets_for_times(TS+5)")
+    check_eq(committed, -1, "read_committed offsets_for_times(TS+5) with the transaction open")
+    check_eq(_offset_for(bootstrap, topic, "read_committed", TS + 1), 1,
+             "read_committed offsets_for_times(TS+1)")
+    prod.commit_transaction(20)
+    check_eq(_offset_for(bootstrap, topic, "read_committed", TS + 5), 4,
+             "read_committed offsets_for_times(TS+5) after the commit")
+    return "read_committed found no offset past the open transaction (read_uncommitted: 4), then 4 once committed"
+
+
+if __name__ == "__main__":
+    c.run({
+        "deleted-topic-offsets": deleted_topic_offsets,
+        "read-committed-by-time": read_committed_by_time,
+    }, __doc__)
