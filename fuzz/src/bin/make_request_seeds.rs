@@ -65,7 +65,10 @@ fn main() {
             "create-partitions",
             frame(
                 &CreatePartitionsRequest::default().with_topics(vec![
-                    CreatePartitionsTopic::default().with_name(name("t")).with_count(5),
+                    CreatePartitionsTopic::default()
+                        .with_name(name("t"))
+                        .with_count(5)
+                        .with_assignments(None),
                 ]),
                 3,
             ),
