@@ -1,8 +1,9 @@
 //! The log cleaner with a dedupe buffer smaller than the log's keys (issue 29, item 4): it
 //! cleans in passes, each building its map from where the last one stopped and cleaning from
 //! the log start to where the map ends, until each key has its last record only, in memory and
-//! on disk. (Each pass built its map from the log start again, so a log with more keys than the
-//! buffer holds was never cleaned past its first batches.)
+//! on disk, where a segment it empties is deleted. (Each pass built its map from the log start
+//! again, so a log with more keys than the buffer holds was never cleaned past its first
+//! batches, and emptied segments stayed.)
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -66,11 +67,13 @@ async fn offsets_left(client: &mut RawClient) -> Vec<i64> {
         .collect()
 }
 
+/// When the cleaner runs (every record is older than any lag).
+const NOW_MS: i64 = 10_000_000_000_000;
+
 /// Cleaner passes until one finds nothing to do; how many did something.
 fn clean_until_done(broker: &Broker) -> usize {
-    let now = 10_000_000_000_000;
     (0..50)
-        .take_while(|_| broker.maintain_logs(now).1.batches_read > 0)
+        .take_while(|_| broker.maintain_logs(NOW_MS).1.batches_read > 0)
         .count()
 }
 
@@ -105,8 +108,14 @@ async fn a_full_dedupe_buffer_cleans_in_passes_on_disk() {
     // Three batches a segment: segments at 0, 6, 12 closed, 18 the active one.
     create_compacted(&mut client, &[("internal.segment.bytes", "300")]).await;
     produce_updates(&mut client).await;
+    assert_eq!(segment_files(&dir), 4);
     // One segment a pass (a segment's keys always fit, as in Kafka).
     assert_eq!(clean_until_done(&broker), 3);
+    // Past `file.delete.delay.ms` (60 s), the replaced files are gone.
+    broker.maintain_logs(NOW_MS + 60_000);
+    // The segment at 6 is emptied and deleted; the one at 0 too is empty but stays, as the
+    // log start a restart reads.
+    assert_eq!(segment_files(&dir), 3);
     // Below the active segment, the last k2 k3 (batch 7) and k0 k1 (batch 8); the active
     // segment is never cleaned.
     assert_eq!(
@@ -114,5 +123,34 @@ async fn a_full_dedupe_buffer_cleans_in_passes_on_disk() {
         vec![14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
     );
     drop(broker);
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        offsets_left(&mut client).await,
+        vec![14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+    );
+    assert_eq!(list_offset(&mut client, "accounts", 0, -2).await.2, 0);
+    drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Segment files in the data directory, of every generation.
+fn segment_files(dir: &std::path::Path) -> usize {
+    let mut count = 0;
+    for topic in std::fs::read_dir(dir).unwrap() {
+        let path = topic.unwrap().path();
+        if path.is_dir() {
+            count += std::fs::read_dir(&path)
+                .unwrap()
+                .filter(|f| {
+                    f.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|e| e == "log")
+                })
+                .count();
+        }
+    }
+    count
 }
