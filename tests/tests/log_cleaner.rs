@@ -6,15 +6,8 @@
 //! batches, and emptied segments stayed.)
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use tests::*;
-
-fn s(text: &str) -> StrBytes {
-    StrBytes::from_string(text.to_string())
-}
 
 async fn create_compacted(client: &mut RawClient, extra: &[(&str, &str)]) {
     let mut configs = vec![
@@ -22,21 +15,8 @@ async fn create_compacted(client: &mut RawClient, extra: &[(&str, &str)]) {
         ("min.cleanable.dirty.ratio", "0.01"),
     ];
     configs.extend_from_slice(extra);
-    let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(topic_name("accounts"))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| {
-                    CreatableTopicConfig::default()
-                        .with_name(s(k))
-                        .with_value(Some(s(v)))
-                })
-                .collect(),
-        )]);
-    assert_eq!(client.call(&request, 5).await.topics[0].error_code, 0);
+    let created = create_topic_with(client, "accounts", &configs).await;
+    assert_eq!(created.error_code, 0);
 }
 
 /// Twelve batches of two records: keys k0 k1, then k2 k3, and so on (offsets 0 to 23).
