@@ -429,6 +429,20 @@ impl DiskLog {
             let _ = std::fs::remove_file(cleaned.slot.path());
             return false;
         };
+        // A segment the cleaner emptied goes, but the first, whose base offset is the log start
+        // a restart reads (352 of 711 segment files were empty after a few rounds).
+        if cleaned.size == 0 && at > 0 {
+            let _ = std::fs::remove_file(cleaned.slot.path());
+            let Some(old) = self.segments.remove(at) else {
+                return false;
+            };
+            self.total -= old.size;
+            self.doomed.push((
+                old.slot.path().to_path_buf(),
+                now_ms.saturating_add(delay_ms),
+            ));
+            return true;
+        }
         let old = std::mem::replace(&mut self.segments[at], cleaned);
         self.total = self.total - old.size + self.segments[at].size;
         self.doomed.push((

@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::log::now_millis;
 use crate::state::BrokerState;
+use crate::txn_end::every;
 
 /// What one pass forgot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,15 +42,9 @@ pub async fn expire(state: &BrokerState, now_ms: i64) -> Expired {
 /// Runs [`expire`] every check interval until `shutdown`.
 pub fn spawn(state: Arc<BrokerState>, shutdown: CancellationToken, tasks: &TaskTracker) {
     let period = state.config.producer_id_expiration_check_interval;
-    tasks.spawn(async move {
-        let mut ticks = tokio::time::interval(period);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await;
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = ticks.tick() => {}
-            }
+    every(period, shutdown, tasks, move || {
+        let state = state.clone();
+        async move {
             let expired = expire(&state, now_millis()).await;
             if expired != Expired::default() {
                 tracing::info!(

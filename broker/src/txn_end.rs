@@ -75,7 +75,22 @@ pub async fn abort_timed_out(state: &BrokerState, now_ms: i64) -> usize {
 /// Looks for timed-out transactions every `transaction.abort.timed.out.transaction.cleanup.
 /// interval.ms` until `shutdown`.
 pub fn spawn(state: Arc<BrokerState>, shutdown: CancellationToken, tasks: &TaskTracker) {
-    let period: Duration = state.config.transaction_abort_interval;
+    let period = state.config.transaction_abort_interval;
+    every(period, shutdown, tasks, move || {
+        let state = state.clone();
+        async move {
+            abort_timed_out(&state, now_millis()).await;
+        }
+    });
+}
+
+/// Runs `work` every `period` (the first time one period from now) until `shutdown`: the
+/// coordinator's periodic tasks.
+pub fn every<F, Work>(period: Duration, shutdown: CancellationToken, tasks: &TaskTracker, work: F)
+where
+    F: Fn() -> Work + Send + 'static,
+    Work: std::future::Future<Output = ()> + Send,
+{
     tasks.spawn(async move {
         let mut ticks = tokio::time::interval(period);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -85,7 +100,7 @@ pub fn spawn(state: Arc<BrokerState>, shutdown: CancellationToken, tasks: &TaskT
                 _ = shutdown.cancelled() => return,
                 _ = ticks.tick() => {}
             }
-            abort_timed_out(&state, now_millis()).await;
+            work().await;
         }
     });
 }

@@ -4,9 +4,6 @@
 //! Expiry is run at chosen times (as the background task runs it every
 //! `producer.id.expiration.check.interval.ms`), so no test waits.
 
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 use tests::*;
@@ -20,17 +17,8 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-fn txn_id(id: &str) -> TransactionalId {
-    TransactionalId(StrBytes::from_string(id.to_string()))
-}
-
 async fn init(client: &mut RawClient, id: Option<&str>) -> (i16, i64, i16) {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(id.map(txn_id))
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let answer = client.call(&request, 4).await;
+    let answer = init_producer_id(client, id, 60_000).await;
     (
         answer.error_code,
         answer.producer_id.0,
@@ -39,15 +27,7 @@ async fn init(client: &mut RawClient, id: Option<&str>) -> (i16, i64, i16) {
 }
 
 async fn add_partition(client: &mut RawClient, id: &str, producer: (i64, i16)) -> i16 {
-    let request = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(txn_id(id))
-        .with_v3_and_below_producer_id(ProducerId(producer.0))
-        .with_v3_and_below_producer_epoch(producer.1)
-        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-            .with_name(topic_name("t"))
-            .with_partitions(vec![0])]);
-    client.call(&request, 3).await.results_by_topic_v3_and_below[0].results_by_partition[0]
-        .partition_error_code
+    add_partitions_to_txn(client, id, producer, &[0], 3).await[0]
 }
 
 /// One record stamped at `timestamp` from `producer` at `sequence`.

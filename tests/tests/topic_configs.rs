@@ -4,7 +4,6 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -26,21 +25,7 @@ async fn create_with(
     name: &str,
     configs: &[(&str, &str)],
 ) -> (i16, String) {
-    let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(topic_name(name))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| {
-                    CreatableTopicConfig::default()
-                        .with_name(s(k))
-                        .with_value(Some(s(v)))
-                })
-                .collect(),
-        )]);
-    let topic = client.call(&request, 5).await.topics.remove(0);
+    let topic = create_topic_with(client, name, configs).await;
     (
         topic.error_code,
         topic

@@ -4,7 +4,6 @@
 //! transaction state surviving a kill -9.
 
 use bytes::Bytes;
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
@@ -26,40 +25,12 @@ fn txn_id(id: &str) -> TransactionalId {
 
 /// InitProducerId v4 for `id` with `timeout_ms`: `(error, producer id, epoch)`.
 async fn init(client: &mut RawClient, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(Some(txn_id(id)))
-        .with_transaction_timeout_ms(timeout_ms)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let answer = client.call(&request, 4).await;
+    let answer = init_producer_id(client, Some(id), timeout_ms).await;
     (
         answer.error_code,
         answer.producer_id.0,
         answer.producer_epoch,
     )
-}
-
-/// AddPartitionsToTxn at `version` for partitions of "t": each partition's error.
-async fn add_partitions(
-    client: &mut RawClient,
-    id: &str,
-    producer: (i64, i16),
-    partitions: &[i32],
-    version: i16,
-) -> Vec<i16> {
-    let request = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(txn_id(id))
-        .with_v3_and_below_producer_id(ProducerId(producer.0))
-        .with_v3_and_below_producer_epoch(producer.1)
-        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-            .with_name(topic_name("t"))
-            .with_partitions(partitions.to_vec())]);
-    let answer = client.call(&request, version).await;
-    answer.results_by_topic_v3_and_below[0]
-        .results_by_partition
-        .iter()
-        .map(|p| p.partition_error_code)
-        .collect()
 }
 
 async fn end(client: &mut RawClient, id: &str, producer: (i64, i16), commit: bool) -> i16 {
@@ -146,7 +117,7 @@ async fn committed_and_aborted_records_under_both_isolation_levels() {
     assert_eq!((code, pid, epoch), (0, 0, 0));
     let producer = (pid, epoch);
     assert_eq!(
-        add_partitions(&mut client, "pay", producer, &[0], 3).await,
+        add_partitions_to_txn(&mut client, "pay", producer, &[0], 3).await,
         vec![0]
     );
     let sent = produce(
@@ -181,7 +152,7 @@ async fn committed_and_aborted_records_under_both_isolation_levels() {
 
     // The next transaction of the same producer aborts: its records stay in the log, listed.
     assert_eq!(
-        add_partitions(&mut client, "pay", producer, &[0], 3).await,
+        add_partitions_to_txn(&mut client, "pay", producer, &[0], 3).await,
         vec![0]
     );
     let sent = produce(&mut client, "t", 0, txn_batch(producer, 3, &["x", "y"]), 9).await;
@@ -225,18 +196,18 @@ async fn transactional_requests_are_checked_like_kafka() {
     );
     // One unknown partition: nothing is added.
     assert_eq!(
-        add_partitions(&mut client, "pay", producer, &[0, 7], 3).await,
+        add_partitions_to_txn(&mut client, "pay", producer, &[0, 7], 3).await,
         vec![
             ResponseError::OperationNotAttempted.code(),
             ResponseError::UnknownTopicOrPartition.code()
         ]
     );
     assert_eq!(
-        add_partitions(&mut client, "pay", (pid + 1, epoch), &[0], 3).await,
+        add_partitions_to_txn(&mut client, "pay", (pid + 1, epoch), &[0], 3).await,
         vec![ResponseError::InvalidProducerIdMapping.code()]
     );
     assert_eq!(
-        add_partitions(&mut client, "other", producer, &[0], 3).await,
+        add_partitions_to_txn(&mut client, "other", producer, &[0], 3).await,
         vec![ResponseError::InvalidProducerIdMapping.code()]
     );
 }
@@ -248,7 +219,7 @@ async fn a_new_instance_fences_the_zombie_and_aborts_what_it_left_open() {
     let (_, pid, epoch) = init(&mut client, "pay", 60_000).await;
     let zombie = (pid, epoch);
     assert_eq!(
-        add_partitions(&mut client, "pay", zombie, &[0], 3).await,
+        add_partitions_to_txn(&mut client, "pay", zombie, &[0], 3).await,
         vec![0]
     );
     assert_eq!(
@@ -268,11 +239,11 @@ async fn a_new_instance_fences_the_zombie_and_aborts_what_it_left_open() {
     // The zombie is refused everywhere: PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2 of
     // the coordinator's APIs, and from the partition).
     assert_eq!(
-        add_partitions(&mut client, "pay", zombie, &[0], 3).await,
+        add_partitions_to_txn(&mut client, "pay", zombie, &[0], 3).await,
         vec![ResponseError::ProducerFenced.code()]
     );
     assert_eq!(
-        add_partitions(&mut client, "pay", zombie, &[0], 1).await,
+        add_partitions_to_txn(&mut client, "pay", zombie, &[0], 1).await,
         vec![ResponseError::InvalidProducerEpoch.code()]
     );
     assert_eq!(
@@ -284,7 +255,7 @@ async fn a_new_instance_fences_the_zombie_and_aborts_what_it_left_open() {
     // The new instance writes and commits from sequence 0.
     let current = (pid, 1);
     assert_eq!(
-        add_partitions(&mut client, "pay", current, &[0], 3).await,
+        add_partitions_to_txn(&mut client, "pay", current, &[0], 3).await,
         vec![0]
     );
     let sent = produce(&mut client, "t", 0, txn_batch(current, 0, &["d"]), 9).await;
@@ -303,7 +274,7 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     let (_, pid, epoch) = init(&mut client, "slow", 1_000).await;
     let producer = (pid, epoch);
     assert_eq!(
-        add_partitions(&mut client, "slow", producer, &[0, 1], 3).await,
+        add_partitions_to_txn(&mut client, "slow", producer, &[0, 1], 3).await,
         vec![0, 0]
     );
     assert_eq!(
@@ -356,12 +327,10 @@ async fn offsets_sent_to_a_transaction_are_committed_with_it_only() {
     for commit in [false, true] {
         let (_, pid, epoch) = init(&mut client, "copier", 60_000).await;
         let producer = (pid, epoch);
-        let add = AddOffsetsToTxnRequest::default()
-            .with_transactional_id(txn_id("copier"))
-            .with_producer_id(ProducerId(pid))
-            .with_producer_epoch(epoch)
-            .with_group_id(GroupId(s("readers")));
-        assert_eq!(client.call(&add, 3).await.error_code, 0);
+        assert_eq!(
+            add_offsets_to_txn(&mut client, "copier", producer, "readers").await,
+            0
+        );
         let offsets = TxnOffsetCommitRequest::default()
             .with_transactional_id(txn_id("copier"))
             .with_group_id(GroupId(s("readers")))
@@ -398,7 +367,7 @@ async fn transaction_state_survives_a_kill_9() {
     let (_, pid, epoch) = init(&mut client, "pay", 60_000).await;
     let producer = (pid, epoch);
     assert_eq!(
-        add_partitions(&mut client, "pay", producer, &[0], 3).await,
+        add_partitions_to_txn(&mut client, "pay", producer, &[0], 3).await,
         vec![0]
     );
     assert_eq!(
@@ -541,12 +510,10 @@ async fn metadata_past_offset_metadata_max_bytes_is_refused_when_sent_not_droppe
     let mut client = setup(&broker).await;
     let (_, pid, epoch) = init(&mut client, "copier", 60_000).await;
     let producer = (pid, epoch);
-    let add = AddOffsetsToTxnRequest::default()
-        .with_transactional_id(txn_id("copier"))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_group_id(GroupId(s("readers")));
-    assert_eq!(client.call(&add, 3).await.error_code, 0);
+    assert_eq!(
+        add_offsets_to_txn(&mut client, "copier", producer, "readers").await,
+        0
+    );
     // Kafka's `offset.metadata.max.bytes` is 4,096; one past it is refused for that partition.
     let errors = txn_commit_offsets(
         &mut client,

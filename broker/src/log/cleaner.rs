@@ -3,12 +3,14 @@
 //! they were written, and drops the records of aborted transactions.
 //!
 //! It runs from the broker's background task, never from a produce or a fetch, and one pass is
-//! bounded: it reads the cleanable part of the log (below the last stable offset and
+//! bounded in memory: it streams the cleanable part of the log (below the last stable offset and
 //! `min.compaction.lag.ms`; on disk the closed segments only, as Kafka never cleans the active
-//! one), builds a map of each key's last offset within `dedupe_buffer_bytes` (Kafka's
-//! `log.cleaner.dedupe.buffer.size`; a log with more keys is cleaned in several passes), and
-//! decompresses no batch past the broker's limit. The partition's lock is held only to plan the
-//! pass and to install its result; appends go on meanwhile.
+//! one) a few MiB at a time into a map of each key's 128-bit hash to its last offset, within
+//! `dedupe_buffer_bytes` (Kafka's `log.cleaner.dedupe.buffer.size` and its `SkimpyOffsetMap` of
+//! key hashes; a log with more keys is cleaned in several passes), then reads again and rewrites
+//! one segment at a time; it decompresses no batch past the broker's limit. (The pass read the
+//! whole cleanable part into memory: 300 MB of data took 295 MiB.) The partition's lock is held
+//! only to plan the pass and to install each result; appends and fetches go on meanwhile.
 //!
 //! A record kept keeps its offset: a rewritten batch keeps its base offset and offset range and
 //! holds fewer records, so consumers see gaps, as in Kafka. On disk each cleaned segment is
@@ -18,6 +20,7 @@
 //! `min.cleanable.dirty.ratio`.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use protocol::batch::{crc32c, BatchHeader, HEADER_LEN};
@@ -61,12 +64,26 @@ pub struct CleanStats {
     pub bytes_after: usize,
 }
 
-/// The map entry's cost besides its key: the offset, the hash table's slot and the key's box.
-const MAP_ENTRY_OVERHEAD: usize = 48;
+/// What one key costs the map: its hash, its offset and the hash table's slot at its load.
+const MAP_ENTRY_BYTES: usize = 32;
+
+/// How much of the log the map's pass reads at once.
+const READ_CHUNK_BYTES: usize = 4 << 20;
+
+/// A key as the map holds it: a 128-bit hash, as unlikely to collide as Kafka's MD5.
+fn key_hash(key: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(key)
+}
+
+/// Each key's last committed offset, by hash.
+type OffsetMap = HashMap<u128, i64>;
 
 /// What a pass works on, taken under the lock.
 struct Plan {
     batches: Vec<IndexedBatch>,
+    /// The first batch not cleaned yet: the map is built from it on (Kafka's first dirty
+    /// offset), and the pass cleans from the log start to where the map ends.
+    dirty_from: usize,
     aborted: Vec<AbortedTxn>,
     /// With a data directory: the closed segments wholly below the cut, in order.
     segments: Option<Vec<ClosedSegment>>,
@@ -87,31 +104,55 @@ impl PartitionLog {
     /// there was nothing to do.
     pub fn clean(&self, now_ms: i64, config: &CleanerConfig) -> Option<CleanStats> {
         let plan = plan(&self.state.lock(), now_ms)?;
-        let picked: Vec<(usize, Stored)> = plan
-            .batches
-            .iter()
-            .map(|b| (b.len, b.stored.clone()))
-            .collect();
-        let loaded = match stored::load(&picked) {
-            Ok(loaded) => loaded,
+        // The map covers at least the first dirty batch, on disk its whole segment (only whole
+        // segments are rewritten): past the buffer by at most one segment's keys, as Kafka
+        // needs room for one segment too.
+        let min_cover = match &plan.segments {
+            None => plan.dirty_from + 1,
+            Some(_) => {
+                let dirty_base = plan.batches[plan.dirty_from].base_offset;
+                let end = plan
+                    .segment_ends
+                    .iter()
+                    .find(|&&end| end > dirty_base)
+                    .copied()
+                    .unwrap_or(i64::MAX);
+                plan.batches.partition_point(|b| b.base_offset < end)
+            }
+        };
+        let (latest, covered) = match offset_map(&plan, min_cover, config) {
+            Ok(map) => map,
             Err(e) => {
                 warn!("log cleaner: cannot read the partition: {e}");
                 return None;
             }
         };
-        let (latest, covered) = offset_map(&loaded, &plan.aborted, config);
         let mut stats = CleanStats {
             batches_read: covered,
             ..CleanStats::default()
         };
-        let outcomes: Vec<Outcome> = loaded[..covered]
-            .iter()
-            .map(|data| clean_batch(data, &latest, &plan, now_ms, config, &mut stats))
-            .collect();
         let covered_end = plan.batches[covered - 1].last_offset + 1;
-        match &plan.segments {
-            None => self.install_in_memory(&plan.batches[..covered], outcomes, covered_end),
-            Some(segments) => self.install_on_disk(&plan, segments, outcomes, now_ms, config),
+        let cleaned = match &plan.segments {
+            // In memory the batches are in memory already: loading them copies no byte.
+            None => load(&plan.batches[..covered]).map(|loaded| {
+                let outcomes = loaded
+                    .iter()
+                    .map(|data| clean_batch(data, &latest, &plan, now_ms, config, &mut stats))
+                    .collect();
+                self.install_in_memory(&plan.batches[..covered], outcomes, covered_end);
+            }),
+            Some(segments) => {
+                let cleaning = Cleaning {
+                    latest: &latest,
+                    covered,
+                    now_ms,
+                    config,
+                };
+                self.install_on_disk(&plan, segments, &cleaning, &mut stats)
+            }
+        };
+        if let Err(e) = cleaned {
+            warn!("log cleaner: cannot read the partition: {e}");
         }
         debug!(?stats, "log cleaner pass");
         Some(stats)
@@ -149,16 +190,19 @@ impl PartitionLog {
         &self,
         plan: &Plan,
         segments: &[ClosedSegment],
-        outcomes: Vec<Outcome>,
-        now_ms: i64,
-        config: &CleanerConfig,
-    ) {
+        cleaning: &Cleaning<'_>,
+        stats: &mut CleanStats,
+    ) -> std::io::Result<()> {
         let Some((pool, dir, partition)) = self.state.lock().disk.as_ref().map(|d| d.location())
         else {
-            return;
+            return Ok(());
         };
-        let covered = outcomes.len();
-        let mut outcomes = outcomes.into_iter();
+        let Cleaning {
+            latest,
+            covered,
+            now_ms,
+            config,
+        } = *cleaning;
         let mut at = 0;
         for (segment, &end) in segments.iter().zip(&plan.segment_ends) {
             let in_segment = plan.batches[at..]
@@ -169,10 +213,16 @@ impl PartitionLog {
             at = to;
             if to > covered {
                 // The map did not reach the end of this segment: the next pass cleans it.
-                return;
+                return Ok(());
             }
-            let results: Vec<Outcome> = outcomes.by_ref().take(in_segment).collect();
+            // One segment in memory at a time (at most `segment.bytes`), never the partition.
+            let results: Vec<Outcome> = load(&plan.batches[from..to])?
+                .iter()
+                .map(|data| clean_batch(data, latest, plan, now_ms, config, stats))
+                .collect();
             if results.iter().all(|o| matches!(o, Outcome::Kept(_))) {
+                let mut state = self.state.lock();
+                state.cleaned_to = state.cleaned_to.max(end);
                 continue;
             }
             let mut content = BytesMut::new();
@@ -198,13 +248,13 @@ impl PartitionLog {
                         segment = segment.base_offset,
                         "log cleaner: cannot write: {e}"
                     );
-                    return;
+                    return Ok(());
                 }
             };
             let slot = copy.slot.clone();
             let mut state = self.state.lock();
             let Some(disk) = state.disk.as_mut() else {
-                return;
+                return Ok(());
             };
             if !disk.install_cleaned(&segment.slot, copy, now_ms, config.file_delete_delay_ms) {
                 continue;
@@ -223,6 +273,7 @@ impl PartitionLog {
             state.replace_range(segment.base_offset, end, fresh);
             state.cleaned_to = state.cleaned_to.max(end);
         }
+        Ok(())
     }
 
     /// Deletes the files of segments the cleaner replaced once their delay has passed.
@@ -302,8 +353,10 @@ fn plan(state: &LogState, now_ms: i64) -> Option<Plan> {
     if dirty == 0 || (dirty as f64) < policy.min_cleanable_dirty_ratio * total as f64 {
         return None;
     }
+    let dirty_from = batches.partition_point(|b| b.base_offset < state.cleaned_to);
     Some(Plan {
         batches,
+        dirty_from,
         aborted: state
             .txns
             .as_ref()
@@ -330,51 +383,87 @@ fn is_aborted(aborted: &[AbortedTxn], producer_id: i64, offset: i64) -> bool {
     })
 }
 
-/// Each key's last offset among the committed records of `batches`, and how many batches that
-/// map covers within the dedupe buffer (at least one).
+/// The bytes of `batches`.
+fn load(batches: &[IndexedBatch]) -> std::io::Result<Vec<Bytes>> {
+    let picked: Vec<(usize, Stored)> = batches.iter().map(|b| (b.len, b.stored.clone())).collect();
+    stored::load(&picked)
+}
+
+/// Runs of `batches` of about `READ_CHUNK_BYTES` each (a larger batch is a run of its own).
+fn chunks(batches: &[IndexedBatch]) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, batch) in batches.iter().enumerate() {
+        if i > start && bytes + batch.len > READ_CHUNK_BYTES {
+            runs.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += batch.len;
+    }
+    if start < batches.len() {
+        runs.push(start..batches.len());
+    }
+    runs
+}
+
+/// Each key's last offset among the committed records of the plan's dirty batches, read a
+/// chunk at a time, and how many of the plan's batches (from the first) that map covers within
+/// the dedupe buffer (at least `min_cover`).
 fn offset_map(
-    batches: &[Bytes],
-    aborted: &[AbortedTxn],
+    plan: &Plan,
+    min_cover: usize,
     config: &CleanerConfig,
-) -> (HashMap<Vec<u8>, i64>, usize) {
-    let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
+) -> std::io::Result<(OffsetMap, usize)> {
+    let (batches, aborted) = (&plan.batches[..], &plan.aborted[..]);
+    let mut latest = OffsetMap::new();
     let mut used = 0;
-    for (i, data) in batches.iter().enumerate() {
-        let Some((header, body)) = records_of(data, config.max_batch_bytes) else {
-            continue;
-        };
-        if header.is_control() {
-            continue;
-        }
-        let Ok(slices) = slice_records(&body, header.record_count) else {
-            continue;
-        };
-        let cost: usize = slices
-            .iter()
-            .filter_map(|s| s.key.as_ref())
-            .map(|k| k.len() + MAP_ENTRY_OVERHEAD)
-            .sum();
-        if i > 0 && used + cost > config.dedupe_buffer_bytes {
-            return (latest, i);
-        }
-        used += cost;
-        for slice in slices {
-            let offset = header.base_offset + i64::from(slice.offset_delta);
-            let aborted =
-                header.is_transactional() && is_aborted(aborted, header.producer_id, offset);
-            if let (Some(key), false) = (slice.key, aborted) {
-                latest.insert(body[key].to_vec(), offset);
+    for run in chunks(&batches[plan.dirty_from..]) {
+        let run = run.start + plan.dirty_from..run.end + plan.dirty_from;
+        let first = run.start;
+        for (i, data) in load(&batches[run])?.iter().enumerate() {
+            let i = first + i;
+            let Some((header, body)) = records_of(data, config.max_batch_bytes) else {
+                continue;
+            };
+            if header.is_control() {
+                continue;
+            }
+            let Ok(slices) = slice_records(&body, header.record_count) else {
+                continue;
+            };
+            let cost = slices.iter().filter(|s| s.key.is_some()).count() * MAP_ENTRY_BYTES;
+            if i >= min_cover && used + cost > config.dedupe_buffer_bytes {
+                return Ok((latest, i));
+            }
+            used += cost;
+            for slice in slices {
+                let offset = header.base_offset + i64::from(slice.offset_delta);
+                let aborted =
+                    header.is_transactional() && is_aborted(aborted, header.producer_id, offset);
+                if let (Some(key), false) = (slice.key, aborted) {
+                    latest.insert(key_hash(&body[key]), offset);
+                }
             }
         }
     }
-    (latest, batches.len())
+    Ok((latest, batches.len()))
+}
+
+/// What cleaning each batch of a pass needs.
+#[derive(Clone, Copy)]
+struct Cleaning<'a> {
+    latest: &'a OffsetMap,
+    /// The batches the map covers, from the first.
+    covered: usize,
+    now_ms: i64,
+    config: &'a CleanerConfig,
 }
 
 /// One batch after cleaning: the records kept are the last of their key, not aborted, and not a
 /// tombstone past `delete.retention.ms`.
 fn clean_batch(
     data: &Bytes,
-    latest: &HashMap<Vec<u8>, i64>,
+    latest: &OffsetMap,
     plan: &Plan,
     now_ms: i64,
     config: &CleanerConfig,
@@ -407,10 +496,13 @@ fn clean_batch(
             } else {
                 header.base_timestamp.saturating_add(s.timestamp_delta)
             };
-            let last_of_key = s
-                .key
-                .as_ref()
-                .is_some_and(|k| latest.get(&body[k.clone()]) == Some(&offset));
+            // A key the map does not hold has no newer record in the dirty part: this one, in
+            // the part cleaned before, is its last.
+            let last_of_key = s.key.as_ref().is_some_and(|k| {
+                latest
+                    .get(&key_hash(&body[k.clone()]))
+                    .is_none_or(|&last| last == offset)
+            });
             let aborted =
                 header.is_transactional() && is_aborted(&plan.aborted, header.producer_id, offset);
             let expired_tombstone = s.tombstone && timestamp < tombstone_cutoff;

@@ -1,0 +1,136 @@
+//! The log cleaner with a dedupe buffer smaller than the log's keys (issue 29, item 4): it
+//! cleans in passes, each building its map from where the last one stopped and cleaning from
+//! the log start to where the map ends, until each key has its last record only, in memory and
+//! on disk, where a segment it empties is deleted. (Each pass built its map from the log start
+//! again, so a log with more keys than the buffer holds was never cleaned past its first
+//! batches, and emptied segments stayed.)
+
+use bytes::Bytes;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use tests::*;
+
+async fn create_compacted(client: &mut RawClient, extra: &[(&str, &str)]) {
+    let mut configs = vec![
+        ("cleanup.policy", "compact"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    configs.extend_from_slice(extra);
+    let created = create_topic_with(client, "accounts", &configs).await;
+    assert_eq!(created.error_code, 0);
+}
+
+/// Twelve batches of two records: keys k0 k1, then k2 k3, and so on (offsets 0 to 23).
+async fn produce_updates(client: &mut RawClient) {
+    for i in 0..12 {
+        let keys = [format!("k{}", (2 * i) % 4), format!("k{}", (2 * i + 1) % 4)];
+        let value = format!("v{i}");
+        let records: Vec<MaybeValue<'_>> = keys
+            .iter()
+            .map(|k| (Some(k.as_str()), Some(value.as_str()), 1_000))
+            .collect();
+        let batch: Bytes = records_batch(&records, Compression::None, None, false);
+        assert_eq!(produce(client, "accounts", 0, batch, 9).await.error_code, 0);
+    }
+}
+
+async fn offsets_left(client: &mut RawClient) -> Vec<i64> {
+    let response = client.call(&fetch_request("accounts", 0, 0, 0), 12).await;
+    let mut data = response.responses[0].partitions[0]
+        .records
+        .clone()
+        .unwrap_or_default();
+    RecordBatchDecoder::decode_all(&mut data)
+        .unwrap()
+        .into_iter()
+        .flat_map(|b| b.records)
+        .map(|r| r.offset)
+        .collect()
+}
+
+/// When the cleaner runs (every record is older than any lag).
+const NOW_MS: i64 = 10_000_000_000_000;
+
+/// Cleaner passes until one finds nothing to do; how many did something.
+fn clean_until_done(broker: &Broker) -> usize {
+    (0..50)
+        .take_while(|_| broker.maintain_logs(NOW_MS).1.batches_read > 0)
+        .count()
+}
+
+/// A buffer for two keys (each costs the map 32 bytes) in a log of four.
+const TWO_KEYS: usize = 64;
+
+#[tokio::test]
+async fn a_full_dedupe_buffer_cleans_in_passes_in_memory() {
+    let broker = start_broker(BrokerConfig {
+        log_cleaner_dedupe_buffer_bytes: TWO_KEYS,
+        ..BrokerConfig::default()
+    })
+    .await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    create_compacted(&mut client, &[]).await;
+    produce_updates(&mut client).await;
+    // One batch's keys a pass.
+    assert_eq!(clean_until_done(&broker), 12);
+    // The last k0 k1 (batch 10) and the last k2 k3 (batch 11).
+    assert_eq!(offsets_left(&mut client).await, vec![20, 21, 22, 23]);
+}
+
+#[tokio::test]
+async fn a_full_dedupe_buffer_cleans_in_passes_on_disk() {
+    let dir = data_dir("cleaner-passes");
+    let broker = start_broker(BrokerConfig {
+        log_cleaner_dedupe_buffer_bytes: TWO_KEYS,
+        ..data_dir_config(&dir)
+    })
+    .await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    // Three batches a segment: segments at 0, 6, 12 closed, 18 the active one.
+    create_compacted(&mut client, &[("internal.segment.bytes", "300")]).await;
+    produce_updates(&mut client).await;
+    assert_eq!(segment_files(&dir), 4);
+    // One segment a pass (a segment's keys always fit, as in Kafka).
+    assert_eq!(clean_until_done(&broker), 3);
+    // Past `file.delete.delay.ms` (60 s), the replaced files are gone.
+    broker.maintain_logs(NOW_MS + 60_000);
+    // The segment at 6 is emptied and deleted; the one at 0 too is empty but stays, as the
+    // log start a restart reads.
+    assert_eq!(segment_files(&dir), 3);
+    // Below the active segment, the last k2 k3 (batch 7) and k0 k1 (batch 8); the active
+    // segment is never cleaned.
+    assert_eq!(
+        offsets_left(&mut client).await,
+        vec![14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+    );
+    drop(broker);
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        offsets_left(&mut client).await,
+        vec![14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+    );
+    assert_eq!(list_offset(&mut client, "accounts", 0, -2).await.2, 0);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Segment files in the data directory, of every generation.
+fn segment_files(dir: &std::path::Path) -> usize {
+    let mut count = 0;
+    for topic in std::fs::read_dir(dir).unwrap() {
+        let path = topic.unwrap().path();
+        if path.is_dir() {
+            count += std::fs::read_dir(&path)
+                .unwrap()
+                .filter(|f| {
+                    f.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|e| e == "log")
+                })
+                .count();
+        }
+    }
+    count
+}
