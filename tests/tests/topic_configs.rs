@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };

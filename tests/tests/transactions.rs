@@ -434,7 +434,7 @@ async fn read_committed_lookups_by_time_never_answer_past_the_last_stable_offset
     );
     let (_, pid, epoch) = init(&mut client, "pay", 60_000).await;
     let producer = (pid, epoch);
-    add_partitions(&mut client, "pay", producer, &[0], 3).await;
+    add_partitions_to_txn(&mut client, "pay", producer, &[0], 3).await;
     let stamp = ProducerStamp {
         id: pid,
         epoch,
