@@ -19,26 +19,22 @@ const SEEDS: [Option<&str>; 3] = [None, Some("7"), Some("2024")];
 /// hot-tenant's timed run at the scale its own tests use (the default sends 4,000,000 records).
 const HOT_TENANT_SMALL: [&str; 4] = ["--records", "400000", "--rate", "200000"];
 
-/// Runs `lab` with `args` under each seed (side by side, to save wall time) and compares each
-/// run's figures with `tests/figures/<name>-<seed>.json`.
+/// Runs `lab` with `args` under each seed, one after the other (each test runs beside the
+/// others, and a lab's phases have deadlines: runs side by side on a loaded machine would make
+/// them slow rather than the figures wrong), and compares each run's figures with
+/// `tests/figures/<name>-<seed>.json`.
 fn assert_recorded(lab: &str, name: &str, args: &[&str]) {
-    let runs: Vec<(String, Value)> = std::thread::scope(|s| {
-        let handles: Vec<_> = SEEDS
-            .iter()
-            .map(|seed| {
-                let mut with_seed: Vec<&str> = args.to_vec();
-                if let Some(seed) = seed {
-                    with_seed.extend(["--seed", seed]);
-                }
-                let file = format!("{name}-{}.json", seed.unwrap_or("default"));
-                s.spawn(move || (file, run_json(lab, &with_seed).figures))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a lab run"))
-            .collect()
-    });
+    let runs: Vec<(String, Value)> = SEEDS
+        .iter()
+        .map(|seed| {
+            let mut with_seed: Vec<&str> = args.to_vec();
+            if let Some(seed) = seed {
+                with_seed.extend(["--seed", seed]);
+            }
+            let file = format!("{name}-{}.json", seed.unwrap_or("default"));
+            (file, run_json(lab, &with_seed).figures)
+        })
+        .collect();
     let mut differ = Vec::new();
     for (file, figures) in runs {
         let path = recorded(&file);

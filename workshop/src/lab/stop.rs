@@ -2,7 +2,7 @@
 //! is deleted before the process ends.
 //!
 //! The binary listens for both signals on a thread of its own ([`Stop::on_signals`]) for the
-//! whole run; a lab's phases race against [`Stop::requested`] (see [`crate::target::on_cluster`]),
+//! whole run; a lab's phases race against [`Stop::requested`] (see [`crate::lab::target::on_cluster`]),
 //! so a signal ends whatever the lab waits on: a request and its retries, a rebalance, a
 //! `--step` pause (the gates it holds are opened). A second signal ends the process at once,
 //! without cleaning up, for a user who would rather leave a topic behind than wait.
@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use client::signals::Signals;
 
-use crate::report::Gate;
+use crate::lab::report::Gate;
 
 /// A stop that every clone sees.
 #[derive(Clone)]

@@ -15,7 +15,7 @@ use client::{Admin, Client, ClientConfig, OffsetSpec};
 use serde::Serialize;
 
 use super::hub::Hub;
-use crate::watch::{Watch, Watched};
+use crate::lab::watch::{Watch, Watched};
 
 /// How often the room view reads the broker: four times a second.
 pub const EVERY: Duration = Duration::from_millis(250);
@@ -133,7 +133,7 @@ impl Poller {
             .collect();
         Some(BrokerView {
             polls: self.polls,
-            poll_ms: crate::report::round(started.elapsed().as_secs_f64() * 1000.0, 2),
+            poll_ms: crate::lab::report::round(started.elapsed().as_secs_f64() * 1000.0, 2),
             every_ms: every.as_millis() as u64,
             live,
             topics,

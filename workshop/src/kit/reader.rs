@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use client::{Client, Consumer, ConsumerConfig, OffsetReset, SeekTo, TopicPartition};
 
+use crate::lab::target::broker_error;
 use crate::lab::LabError;
-use crate::target::broker_error;
 
 /// A record as the lab's consumers use it.
 #[derive(Debug, Clone, PartialEq, Eq)]

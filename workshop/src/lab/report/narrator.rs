@@ -16,7 +16,7 @@ use super::checks::Checks;
 use super::events::{Event, LogLine, Pause, Subscriber, Violation};
 use super::gate::Gate;
 use super::{LabReport, LagRow, Table};
-use crate::watch::Watch;
+use crate::lab::watch::Watch;
 
 /// The opening of a phase.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +90,7 @@ impl Narrator {
     }
 
     /// The brokers, topics and groups of this lab run, as its clusters report them (see
-    /// [`crate::watch`]).
+    /// [`crate::lab::watch`]).
     pub fn watch(&self) -> Watch {
         self.watch.clone()
     }
@@ -121,10 +121,13 @@ impl Narrator {
         });
     }
 
-    /// The deadline of the phase just opened, for `work` (see [`crate::deadline`]): every lab
+    /// The deadline of the phase just opened, for `work` (see [`crate::lab::deadline`]): every lab
     /// names a phase that is too slow the same way, `phase 2 (The same, with idempotence)`.
-    pub fn deadline(&self, work: crate::deadline::Work) -> crate::deadline::Deadline {
-        crate::deadline::Deadline::start(format!("phase {} ({})", self.phase, self.title), work)
+    pub fn deadline(&self, work: crate::lab::deadline::Work) -> crate::lab::deadline::Deadline {
+        crate::lab::deadline::Deadline::start(
+            format!("phase {} ({})", self.phase, self.title),
+            work,
+        )
     }
 
     /// Opens a phase that cannot run on this cluster, and says why; it asks no question.

@@ -21,8 +21,8 @@ use serde_json::json;
 use super::hub::Hub;
 use super::poll;
 use super::server::{self, Server};
+use crate::lab::report::{Event, Gate, LabReport, Narrator, Pause, Subscriber};
 use crate::lab::LabError;
-use crate::report::{Event, Gate, LabReport, Narrator, Pause, Subscriber};
 
 const PAGE: &str = include_str!("assets/room.html");
 const SCRIPT: &str = include_str!("assets/room.js");

@@ -10,10 +10,10 @@
 
 use serde::Serialize;
 
+use crate::kit::steps::model::{self, Load, StepRow, CAPACITY, KEYS, PARTITIONS};
+use crate::kit::steps::StepRun;
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use crate::labs::hot_tenant::steps::model::{self, Load, StepRow, CAPACITY, KEYS, PARTITIONS};
-use crate::labs::hot_tenant::steps::StepRun;
-use crate::target::Cluster;
 
 /// What source 000's buttons set: the load of the next batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

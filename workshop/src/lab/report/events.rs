@@ -1,7 +1,7 @@
 //! The lab event stream: what a lab tells, as data.
 //!
 //! A lab emits [`Event`]s through its [`super::Narrator`]; views render them: the terminal
-//! ([`super::Terminal`]), a recording for tests ([`Recorder`]), a browser. Events carry what was
+//! ([`crate::view::terminal::Terminal`]), a recording for tests ([`Recorder`]), a browser. Events carry what was
 //! measured, never formatting: a lag table is its rows, not its text, so each view decides what
 //! fits its screen. Every event serialises (serde) for views in another process.
 

@@ -3,15 +3,15 @@
 //! is the broker's log end offset minus the group's committed offset, never a counter kept by
 //! the lab. Commits without a generation (an assign-mode consumer committing for its group, as
 //! Kafka allows while the group has no members: the admin's `commit_offsets`) go through here
-//! too. The group itself is named, and deleted at the end, by [`crate::target::Cluster::group`].
+//! too. The group itself is named, and deleted at the end, by [`crate::lab::target::Cluster::group`].
 
 use std::collections::BTreeMap;
 
 use client::{Admin, Client, OffsetSpec, TopicPartition};
 
+use crate::lab::report::LagRow;
+use crate::lab::target::broker_error;
 use crate::lab::LabError;
-use crate::report::LagRow;
-use crate::target::broker_error;
 
 /// One group's view of one topic.
 #[derive(Clone)]

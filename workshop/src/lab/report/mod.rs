@@ -13,19 +13,17 @@ mod gate;
 mod lag;
 mod narrator;
 mod table;
-mod terminal;
 
 use serde::Serialize;
 
-use crate::lab::LabError;
+use super::LabError;
 pub use checks::Checks;
 pub use events::{Check, Event, Level, LogLine, Pause, Recorder, Subscriber, Violation};
-pub use fit::columns;
+pub use fit::{abbreviate, columns, wrap};
 pub use gate::Gate;
 pub use lag::{lag_lines, max_and_average, LagRow};
 pub use narrator::{Live, Narrator, Phase, Progress, Summary, Tail};
 pub use table::{Align, Table};
-pub use terminal::{Stream, Terminal, TerminalOptions, DEFAULT_WIDTH};
 
 /// The end of a lab: what it expected, whether it appeared, and every figure it measured.
 ///

@@ -20,18 +20,18 @@ use axum::routing::post;
 use serde::Deserialize;
 use tokio::sync::{Mutex, RwLock};
 
-use super::hub::Hub;
-use super::poll;
-use super::server::{self, bad_request, Server};
+use crate::lab::stop::Stop;
+use crate::lab::target::{runtime, Cluster};
+use crate::lab::watch::Watch;
 use crate::lab::{LabError, Target};
-use crate::stop::Stop;
-use crate::target::{runtime, Cluster};
-use crate::watch::Watch;
+use crate::view::web::hub::Hub;
+use crate::view::web::poll;
+use crate::view::web::server::{self, bad_request, Server};
 use exercise::{Action, Exercise};
 use free::{Free, Traffic};
 
-const PAGE: &str = include_str!("../assets/playground.html");
-const SCRIPT: &str = include_str!("../assets/playground.js");
+const PAGE: &str = include_str!("assets/playground.html");
+const SCRIPT: &str = include_str!("assets/playground.js");
 
 /// How often the free mode's figures go to the pages.
 const FREE_EVERY: Duration = Duration::from_millis(250);
@@ -41,11 +41,11 @@ const FREE_EVERY: Duration = Duration::from_millis(250);
 pub struct PlaygroundArgs {
     /// Serve the page at ADDR (loopback unless asked; port 0 picks a free one)
     #[arg(long, value_name = "ADDR", num_args = 0..=1,
-          default_value = super::DEFAULT_ADDR, default_missing_value = super::DEFAULT_ADDR,
-          value_parser = super::parse_addr)]
+          default_value = crate::lab::args::DEFAULT_ADDR, default_missing_value = crate::lab::args::DEFAULT_ADDR,
+          value_parser = crate::lab::args::parse_addr)]
     pub web: SocketAddr,
     /// Run against this Kafka-protocol broker instead of an embedded one
-    #[arg(long, value_name = "HOST:PORT", value_parser = crate::cli::parse_bootstrap)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::lab::args::parse_bootstrap)]
     pub bootstrap: Option<String>,
 }
 

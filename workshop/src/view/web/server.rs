@@ -20,9 +20,6 @@ use serde::Serialize;
 use super::hub::Hub;
 use crate::lab::LabError;
 
-/// Where the room view listens unless told otherwise: loopback only.
-pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-
 /// The page's stylesheet and the scripts every page shares; each page adds its own.
 const STYLE: &str = include_str!("assets/style.css");
 const BROKER_JS: &str = include_str!("assets/broker.js");
@@ -30,13 +27,6 @@ const BROKER_JS: &str = include_str!("assets/broker.js");
 /// How often an idle event stream sends a comment, so a closed tab is noticed (the write fails)
 /// and proxies keep the connection.
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
-
-/// `--web ADDR`: an IP address and a port (`127.0.0.1:0` picks a free port).
-pub fn parse_addr(value: &str) -> Result<SocketAddr, String> {
-    value.parse().map_err(|_| {
-        format!("`{value}` is not an address to listen on; expected IP:PORT, for example {DEFAULT_ADDR}")
-    })
-}
 
 /// A running server.
 pub struct Server {
@@ -198,18 +188,6 @@ pub fn bad_request(text: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses_are_ip_and_port() {
-        assert_eq!(
-            parse_addr("127.0.0.1:0").unwrap(),
-            SocketAddr::from(([127, 0, 0, 1], 0))
-        );
-        assert!(parse_addr(DEFAULT_ADDR).is_ok());
-        assert!(parse_addr("[::1]:8080").is_ok());
-        let err = parse_addr("localhost").unwrap_err();
-        assert!(err.contains("IP:PORT"), "{err}");
-    }
 
     #[test]
     fn an_address_in_use_is_one_line() {

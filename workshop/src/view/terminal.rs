@@ -14,10 +14,10 @@ use std::io::{IsTerminal, Write};
 use anstyle::{AnsiColor, Color, Style};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::events::{Check, Event, Level, LogLine, Pause, Subscriber, Violation};
-use super::fit::{abbreviate, wrap};
-use super::lag::lag_lines;
-use super::{Align, Table};
+use crate::lab::report::{
+    abbreviate, lag_lines, wrap, Align, Check, Event, Level, LogLine, Pause, Subscriber, Table,
+    Violation,
+};
 
 /// The width when the terminal is not wider and `--width` is not given: a projector's.
 pub const DEFAULT_WIDTH: usize = 100;

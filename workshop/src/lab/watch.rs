@@ -7,11 +7,11 @@
 //! watched without a line of its own (names as created, suffixed under `--bootstrap`).
 //!
 //! Which watch: the one of the lab's thread. [`crate::run_with`] runs the lab inside
-//! [`Watch::scope`] with its narrator's watch ([`crate::report::Narrator::watch`]); a cluster
+//! [`Watch::scope`] with its narrator's watch ([`crate::lab::report::Narrator::watch`]); a cluster
 //! opened on that thread reports to it from wherever it is used later. A cluster opened outside
 //! any scope reports to nobody.
 //!
-//! [`Cluster`]: crate::target::Cluster
+//! [`Cluster`]: crate::lab::target::Cluster
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

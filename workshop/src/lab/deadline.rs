@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::lab::report::Progress;
 use crate::lab::LabError;
-use crate::report::Progress;
 
 /// What each unit of work may cost before a phase counts as too slow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,7 +227,7 @@ fn seconds(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Narrator;
+    use crate::lab::report::Narrator;
 
     #[test]
     fn the_limit_is_the_work_times_its_budget() {

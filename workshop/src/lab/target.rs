@@ -30,9 +30,9 @@ use client::{
     TopicPartition,
 };
 
+use crate::lab::stop::{Stop, Watching};
+use crate::lab::watch::{Watch, WatchedCluster};
 use crate::lab::{LabError, Target};
-use crate::stop::{Stop, Watching};
-use crate::watch::{Watch, WatchedCluster};
 
 /// A tokio runtime for a lab. Two workers: the embedded broker and the lab's clients run side by
 /// side without taking over a shared machine.
@@ -74,7 +74,7 @@ pub struct Cluster {
     /// On a cluster, from open to the end of close: a signal then waits for the cleanup
     /// instead of ending the process at once.
     _watching: Option<Watching>,
-    /// Where views that read the broker themselves learn of it (see [`crate::watch`]).
+    /// Where views that read the broker themselves learn of it (see [`crate::lab::watch`]).
     watched: Option<WatchedCluster>,
 }
 
@@ -322,7 +322,7 @@ impl Cluster {
     /// Grows a topic with CreatePartitions and waits until metadata shows the new count, so
     /// producers on this client route with it from the next record on (a real cluster may take
     /// a moment to spread the change). As long as that takes: the caller's deadline (a lab's
-    /// phase, see [`crate::deadline`]) bounds it and says which phase was too slow.
+    /// phase, see [`crate::lab::deadline`]) bounds it and says which phase was too slow.
     pub async fn grow_topic(&self, topic: &str, partitions: i32) -> Result<(), LabError> {
         let what = format!("growing topic {topic} to {partitions} partitions");
         self.admin
@@ -665,16 +665,16 @@ mod tests {
     async fn a_stuck_read_ends_at_the_deadline_of_its_phase() {
         let cluster = Cluster::slowed(ApiKey::Fetch, Duration::from_secs(600)).await;
         let topic = cluster.create_topic("payments", 1).await.unwrap();
-        let work = crate::deadline::Work {
+        let work = crate::lab::deadline::Work {
             round_trips: 30,
-            ..crate::deadline::Work::default()
+            ..crate::lab::deadline::Work::default()
         };
-        let deadline = crate::deadline::Deadline::start("phase 3 (Reading back)", work);
+        let deadline = crate::lab::deadline::Deadline::start("phase 3 (Reading back)", work);
         let started = tokio::time::Instant::now();
         let read = deadline
             .wait("reading the topic back", cluster.read_topic(&topic))
             .await;
-        crate::deadline::assert_too_slow(
+        crate::lab::deadline::assert_too_slow(
             read,
             started.elapsed(),
             Duration::from_secs(40),

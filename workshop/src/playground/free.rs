@@ -14,17 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::{
-    Client, ClientConfig, ConsumerConfig, GroupConfig, GroupConsumer, OffsetReset, Producer,
-    ProducerConfig, ProducerRecord, TopicPartition,
+    Client, ClientConfig, GroupConsumer, Producer, ProducerConfig, ProducerRecord, TopicPartition,
 };
 use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::kit::group::manual_commit;
+use crate::lab::report::Violation;
+use crate::lab::target::{broker_error, Cluster};
 use crate::lab::LabError;
-use crate::report::Violation;
-use crate::target::{broker_error, Cluster};
 use client::check::{OrderingChecker, Position};
 
 /// Keys of the traffic: `key-00` to `key-23`.
@@ -178,18 +178,15 @@ impl Free {
         self.next_member += 1;
         let name = format!("member-{id}");
         let client = connect(&self.service, &name).await?;
-        let mut config = GroupConfig::new(&self.group);
-        config.heartbeat_interval = Duration::from_millis(200);
+        let mut config = manual_commit(
+            &self.group,
+            Duration::from_millis(200),
+            Duration::from_millis(50),
+        );
         config.session_timeout = Duration::from_secs(6);
         config.max_poll_interval = MAX_POLL_INTERVAL;
-        config.auto_commit = false;
         let per_tick = (self.capacity as usize * TICK.as_millis() as usize / 1000).max(1);
         config.max_poll_records = per_tick;
-        config.consumer = ConsumerConfig {
-            max_wait: Duration::from_millis(50),
-            auto_offset_reset: OffsetReset::Earliest,
-            ..ConsumerConfig::default()
-        };
         let mut consumer = GroupConsumer::new(client, config)
             .map_err(|e| broker_error("creating a group member", &e))?;
         consumer
@@ -260,11 +257,11 @@ impl Free {
         }
         // CreatePartitions, and the metadata that shows it: no lab phase bounds the room's
         // button, so it has a deadline of its own.
-        let work = crate::deadline::Work {
+        let work = crate::lab::deadline::Work {
             round_trips: 2,
-            ..crate::deadline::Work::default()
+            ..crate::lab::deadline::Work::default()
         };
-        let deadline = crate::deadline::Deadline::start("adding partitions", work);
+        let deadline = crate::lab::deadline::Deadline::start("adding partitions", work);
         let growing = format!("growing {} to {partitions} partitions", self.topic);
         deadline
             .wait(&growing, cluster.grow_topic(&self.topic, partitions))

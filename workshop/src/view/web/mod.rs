@@ -17,10 +17,8 @@
 //! page works offline.
 
 pub mod hub;
-pub mod playground;
 pub mod poll;
 pub mod room;
 pub mod server;
 
 pub use room::Room;
-pub use server::{parse_addr, DEFAULT_ADDR};

@@ -7,9 +7,15 @@
 
 use clap::{ArgMatches, Args, FromArgMatches};
 
-use crate::cli::CommonArgs;
-use crate::report::{Gate, LabReport, Narrator, Stream, Terminal, TerminalOptions};
-use crate::stop::Stop;
+pub mod args;
+pub mod deadline;
+pub mod report;
+pub mod stop;
+pub mod target;
+pub mod watch;
+
+use report::{LabReport, Narrator};
+use stop::Stop;
 
 /// One lab of the workshop.
 pub trait Lab {
@@ -17,7 +23,7 @@ pub trait Lab {
     const NAME: &'static str;
     /// One line for `workshop list` and `--help`.
     const SUMMARY: &'static str;
-    /// The lab's own flags, besides the ones every lab shares ([`CommonArgs`]).
+    /// The lab's own flags, besides the ones every lab shares ([`args::CommonArgs`]).
     type Args: Args + FromArgMatches;
 
     /// Runs the lab to its verdict. Narration goes through `ctx.narrator` as events (never as
@@ -68,7 +74,7 @@ fn run_parsed<L: Lab>(matches: &ArgMatches, ctx: &mut LabContext) -> Result<LabR
     // The matches came from the command that `L::Args` built, so this only fails on a bug;
     // it is still reported as an error line rather than a panic.
     let args = L::Args::from_arg_matches(matches)
-        .map_err(|err| LabError::InvalidInput(crate::cli::one_line(&err)))?;
+        .map_err(|err| LabError::InvalidInput(args::one_line(&err)))?;
     L::run(&args, ctx)
 }
 
@@ -93,38 +99,6 @@ pub struct LabContext {
     pub stop: Stop,
 }
 
-impl LabContext {
-    /// The context the shared flags ask for: the terminal view on stdout (on stderr under
-    /// `--json`, whose document is then all that stdout carries), none under `--check`; under
-    /// `--step` the narrator waits at a gate that stdin releases.
-    pub fn from_common(common: &CommonArgs) -> Self {
-        let mut narrator = Narrator::new();
-        if !common.check {
-            let stream = if common.json {
-                Stream::Stderr
-            } else {
-                Stream::Stdout
-            };
-            let width = common.width.map(usize::from);
-            let options = TerminalOptions::for_stream(stream, width, common.all_partitions);
-            narrator.subscribe(Box::new(Terminal::on(stream, options)));
-            // The room view's Reveal / Next buttons release this gate too.
-            if common.step || common.web.is_some() {
-                narrator.pace(Gate::stdin());
-            }
-        }
-        LabContext {
-            seed: common.seed,
-            target: match &common.bootstrap {
-                Some(addr) => Target::Bootstrap(addr.clone()),
-                None => Target::Embedded,
-            },
-            narrator,
-            stop: Stop::never(),
-        }
-    }
-}
-
 /// Why a lab could not reach a verdict (exit code 2). Each message is one line: what went
 /// wrong, why, and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +114,7 @@ pub enum LabError {
     #[error("{0}")]
     Broker(String),
     /// A phase did not finish within its deadline: which one, what it waited for, how far it
-    /// got (see [`crate::deadline`]).
+    /// got (see [`crate::lab::deadline`]).
     #[error("{0}")]
     TooSlow(String),
     /// Ctrl-C or SIGTERM: the lab stopped, and what it had created on the cluster was deleted
