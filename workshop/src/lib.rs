@@ -1,21 +1,24 @@
 //! The `workshop` labs: each one causes, on demand and deterministically, a failure that
 //! partitioning brings, measures it, and says whether it appeared.
 //!
-//! Module map:
-//! - [`lab`]: what a lab is (the [`lab::Lab`] trait), what it gets to run ([`lab::LabContext`])
-//!   and how it fails ([`lab::LabError`]).
+//! Module map, one way down (a module names only the ones below it; `tests/import_graph.rs`
+//! in the workspace's `tests` crate checks it):
+//! - [`cli`]: the command line, assembled from the registry of labs, and dispatch: the lab's
+//!   context with its terminal view, the room view, the playground, the bench.
+//! - [`playground`]: `workshop playground --web`, source 000's exercise and a free mode.
 //! - [`labs`]: the registry, one line per lab, and the labs themselves (one folder each).
+//! - [`kit`]: machinery two or more labs (or the playground) use: placement schemes, a group's
+//!   offsets and lag, a partition reader, source 000's step model on the broker.
+//! - [`view`]: the views of a lab's event stream: the terminal, and the room view in a browser
+//!   (`--web`), which is handed a lab's narrator and knows no lab by name.
+//! - [`lab`]: the framework every lab runs in: what a lab is (the [`lab::Lab`] trait), what it
+//!   gets to run ([`lab::LabContext`]) and how it fails ([`lab::LabError`]); the flags every
+//!   lab shares ([`lab::args`]); the event stream and the report for machines
+//!   ([`lab::report`]); phase deadlines ([`lab::deadline`]); Ctrl-C ([`lab::stop`]); the
+//!   broker a lab runs against ([`lab::target`]) and what views may read of it
+//!   ([`lab::watch`]).
 //! - [`bench`]: `workshop bench`, the broker's and client's figures next to this machine's raw
 //!   loopback ceilings (not a lab: it streams JSON lines of its own).
-//! - [`cli`]: the command line, assembled from the registry; options every lab shares.
-//! - [`target`]: the broker a lab runs against: embedded on 127.0.0.1:0, or `--bootstrap`
-//!   (unique names, deleted at the end).
-//! - [`watch`]: the brokers, topics and groups a lab's clusters open, for views that read the
-//!   broker themselves.
-//! - [`web`]: the room view in a browser (`--web`), and `workshop playground`.
-//! - [`report`]: narration for people as a stream of lab events (phases, questions and answers,
-//!   tables, lag, log lines, checks, the verdict) and its views (the terminal on stdout), and the
-//!   report for machines (one JSON object on stdout, and the verdict as the exit code).
 //!
 //! The binary is thin: [`run`] does everything that tests also want to do in-process, and
 //! [`Outcome::emit`] prints the result and turns it into an exit code.
@@ -28,7 +31,7 @@
 //! println!("{}", report.figures["mod_3_to_4_kept_of_12"]);
 //!
 //! // Or records what it tells, as events:
-//! let recorder = workshop::report::Recorder::new();
+//! let recorder = workshop::lab::report::Recorder::new();
 //! let view = recorder.clone();
 //! workshop::run_with(["rehash", "--check"], |n| n.subscribe(Box::new(view))).unwrap();
 //! println!("{} events", recorder.events().len());
@@ -36,20 +39,17 @@
 
 pub mod bench;
 pub mod cli;
-pub mod deadline;
+pub mod kit;
 pub mod lab;
 pub mod labs;
-pub mod report;
-pub mod stop;
-pub mod target;
-pub mod watch;
-pub mod web;
+pub mod playground;
+pub mod view;
 
 use std::ffi::OsString;
 use std::io::Write;
 
+pub use lab::report::LabReport;
 pub use lab::{LabContext, LabError};
-pub use report::LabReport;
 
 /// What one invocation produced.
 #[derive(Debug)]
@@ -97,7 +97,7 @@ impl Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The command line was not understood (or asked for help, which clap reports the same way).
-    #[error("{}", cli::one_line(.0))]
+    #[error("{}", lab::args::one_line(.0))]
     Usage(#[from] clap::Error),
     /// The lab could not run.
     #[error(transparent)]
@@ -121,25 +121,25 @@ where
 }
 
 /// [`run`], with `attach` given the lab's narrator before the lab starts: to add a view of the
-/// event stream (a [`report::Recorder`], a browser) or a gate to pace it.
+/// event stream (a [`lab::report::Recorder`], a browser) or a gate to pace it.
 pub fn run_with<I, T>(
     args: I,
-    attach: impl FnOnce(&mut report::Narrator),
+    attach: impl FnOnce(&mut lab::report::Narrator),
 ) -> Result<Outcome, RunError>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    run_until(args, stop::Stop::never(), attach)
+    run_until(args, lab::stop::Stop::never(), attach)
 }
 
 /// [`run_with`], stopped early by `stop` (the binary's Ctrl-C and SIGTERM, or a test's
-/// [`stop::Stop::request`]): a lab on a cluster then deletes what it created and fails with
+/// [`lab::stop::Stop::request`]): a lab on a cluster then deletes what it created and fails with
 /// [`LabError::Interrupted`].
 pub fn run_until<I, T>(
     args: I,
-    stop: stop::Stop,
-    attach: impl FnOnce(&mut report::Narrator),
+    stop: lab::stop::Stop,
+    attach: impl FnOnce(&mut lab::report::Narrator),
 ) -> Result<Outcome, RunError>
 where
     I: IntoIterator<Item = T>,
@@ -159,7 +159,7 @@ where
             json: false,
         }),
         cli::Invocation::Playground(args) => {
-            web::playground::run(&args, &stop)?;
+            playground::run(&args, &stop)?;
             Ok(Outcome::Served)
         }
         cli::Invocation::Lab {
@@ -168,10 +168,10 @@ where
             matches,
         } => {
             let json = common.json;
-            let mut ctx = LabContext::from_common(&common);
+            let mut ctx = cli::context(&common);
             let room = common
                 .web
-                .map(|addr| web::Room::attach(addr, &mut ctx.narrator))
+                .map(|addr| view::web::Room::attach(addr, &mut ctx.narrator))
                 .transpose()?;
             attach(&mut ctx.narrator);
             // A stop lets a narrator waiting at its gate (`--step`, the room view's Reveal) go on

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
         .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
-    let stop = workshop::stop::Stop::on_signals();
+    let stop = workshop::lab::stop::Stop::on_signals();
     match workshop::run_until(std::env::args_os().skip(1), stop, |_| {}) {
         Ok(outcome) => match outcome.emit(&mut std::io::stdout().lock()) {
             Ok(code) => ExitCode::from(code),

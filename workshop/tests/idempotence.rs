@@ -209,14 +209,14 @@ fn against_a_separately_started_broker_the_figures_are_the_same() {
 /// that it left no topic or group behind (a skipped phase creates none); returns the report and
 /// the terminal's text (plain, 100 columns).
 fn run_against(addr: &str, args: &[&str]) -> (LabReport, String) {
-    let recorder = workshop::report::Recorder::new();
+    let recorder = workshop::lab::report::Recorder::new();
     let view = recorder.clone();
     let args = [&["idempotence", "--check", "--bootstrap", addr][..], args].concat();
     let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
     let report = outcome.report().unwrap().clone();
-    let text = workshop::report::Terminal::render(
+    let text = workshop::view::terminal::Terminal::render(
         &recorder.events(),
-        workshop::report::TerminalOptions::plain(100),
+        workshop::view::terminal::TerminalOptions::plain(100),
     );
     let (topics, groups) = support::leftovers(addr);
     assert!(

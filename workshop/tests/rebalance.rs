@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use support::{assert_figures_follow_the_seed, run_json, BrokerProcess};
-use workshop::report::{lag_lines, Event, Gate, Recorder};
+use workshop::lab::report::{lag_lines, Event, Gate, Recorder};
 
 /// The default run, once for all tests, parsed back from its JSON document.
 fn default_run() -> &'static Value {

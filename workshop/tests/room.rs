@@ -14,7 +14,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use workshop::report::{thousands, Event, Gate, Level, Recorder, Terminal, TerminalOptions};
+use workshop::lab::report::{thousands, Event, Gate, Level, Recorder};
+use workshop::view::terminal::{Terminal, TerminalOptions};
 use workshop::{LabReport, Outcome};
 
 const WIDTH: usize = 100;

@@ -13,10 +13,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use workshop::lab::report::{Gate, Narrator, Phase};
 use workshop::lab::LabError;
-use workshop::report::{Gate, Narrator, Phase};
-use workshop::web::playground::{PlaygroundArgs, Running};
-use workshop::web::Room;
+use workshop::playground::{PlaygroundArgs, Running};
+use workshop::view::web::Room;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 

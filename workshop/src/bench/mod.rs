@@ -30,7 +30,7 @@ use std::time::Duration;
 use host::Placement;
 use report::Reporter;
 
-use crate::report::LabReport;
+use crate::lab::report::LabReport;
 
 /// `workshop bench` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -39,7 +39,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// Point the client side at this broker instead of starting one (startup is then skipped)
-    #[arg(long, value_name = "HOST:PORT", value_parser = crate::cli::parse_bootstrap)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::lab::args::parse_bootstrap)]
     pub bootstrap: Option<String>,
     /// Where servers and client run: same vCPU, split vCPUs, or unpinned
     #[arg(long, value_enum, default_value_t = Placement::Split)]

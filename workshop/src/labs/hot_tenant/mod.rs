@@ -18,20 +18,18 @@
 //! [`reader`] one partition read in order at a consumer's own pace; [`verdict`] the checks and
 //! their thresholds.
 
-pub mod groups;
 pub mod model;
 mod model_mode;
 pub mod plan;
-pub mod reader;
 pub mod sketch;
 pub mod steps;
 mod timed;
 pub mod traffic;
 pub mod verdict;
 
+use crate::lab::report::{Checks, LabReport};
+use crate::lab::target::{runtime, Cluster};
 use crate::lab::{Lab, LabContext, LabError, Target};
-use crate::report::{Checks, LabReport};
-use crate::target::{runtime, Cluster};
 pub use plan::HotTenantArgs;
 use plan::Mode;
 

@@ -56,7 +56,7 @@ pub struct Loads {
 
 impl Loads {
     fn new(loads: Vec<u64>) -> Self {
-        let max_over_avg = crate::report::round(max_over_avg(&loads), 2);
+        let max_over_avg = crate::lab::report::round(max_over_avg(&loads), 2);
         Loads {
             loads,
             max_over_avg,

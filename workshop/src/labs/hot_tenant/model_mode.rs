@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::model::{self, Loads, Params, SEED_001};
 use super::verdict;
-use crate::report::{thousands, Align, Checks, Narrator, Phase, Summary, Table};
+use crate::lab::report::{thousands, Align, Checks, Narrator, Phase, Summary, Table};
 
 /// Everything `--model` computes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -205,7 +205,7 @@ fn loads_table(loads: &Loads, hot_shard: Option<u64>) -> Table {
         table.row([
             shard.to_string(),
             thousands(load),
-            crate::report::bar(load, max, 30),
+            crate::lab::report::bar(load, max, 30),
             mark.to_string(),
         ]);
     }

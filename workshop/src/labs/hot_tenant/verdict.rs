@@ -5,7 +5,7 @@
 //! tenant at half the traffic give about 4.5x), and "near 1" is at most 1.5x (source 001 calls its
 //! 1.44x split the fix; a perfectly even split is 1x, and hashed sub-keys never land perfectly).
 
-use crate::report::Checks;
+use crate::lab::report::Checks;
 
 /// Max over mean above this is a hot spot.
 pub const SKEW_HIGH: f64 = 3.0;

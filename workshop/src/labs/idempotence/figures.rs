@@ -10,7 +10,7 @@ use super::lost_acks::LossRun;
 use super::resize::ResizeRun;
 use super::restart::RestartRun;
 use super::zombie::ZombieRun;
-use crate::report::Checks;
+use crate::lab::report::Checks;
 
 /// One partition of a topic after a phase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

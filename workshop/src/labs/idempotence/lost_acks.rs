@@ -10,9 +10,9 @@ use client::{AckLoss, LostAck, Producer, ProducerIdAndEpoch, ProducerRecord};
 
 use super::copies::LogCount;
 use super::{producer_config, send_error, Plan};
+use crate::lab::report::Progress;
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use crate::report::Progress;
-use crate::target::Cluster;
 
 /// One payment as the producer saw it.
 #[derive(Debug, Clone)]

@@ -29,9 +29,9 @@ use client::{AckLoss, ApiKey, ProducerConfig, RetryPolicy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::lab::report::{LabReport, Narrator, SkippedPhase};
+use crate::lab::target::{self, Cluster};
 use crate::lab::{Lab, LabContext, LabError};
-use crate::report::{LabReport, Narrator, SkippedPhase};
-use crate::target::{self, Cluster};
 use figures::{Figures, Runs, Zombies};
 use lost_acks::LossRun;
 pub use plan::IdempotenceArgs;
@@ -254,8 +254,8 @@ fn send_error(what: &str, err: &client::Error) -> LabError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::stop::Stop;
     use crate::lab::Target;
-    use crate::stop::Stop;
     use broker::faults::Fault;
 
     /// A broker that answers every produce a minute late: phase 1 ends at its deadline, derived

@@ -2,7 +2,7 @@
 
 use clap::value_parser;
 
-use crate::deadline::Work;
+use crate::lab::deadline::Work;
 use crate::lab::LabError;
 
 /// Requests of every producer run besides its sends, one after another: creating the topic,
@@ -144,7 +144,7 @@ mod tests {
         let work = plan.sends(2, plan.payments());
         assert_eq!((work.round_trips, work.records), (54, 46));
         assert_eq!(
-            work.limit(&crate::deadline::Budget::KAFKA),
+            work.limit(&crate::lab::deadline::Budget::KAFKA),
             std::time::Duration::from_micros(64_001_150)
         );
         // Two writers over 2 accounts, two runs, and the probe.

@@ -10,9 +10,9 @@ use rand_chacha::ChaCha8Rng;
 
 use super::copies::LogCount;
 use super::{producer_config, send_error, Plan};
+use crate::lab::report::Progress;
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use crate::report::Progress;
-use crate::target::Cluster;
 
 /// One order sent twice.
 #[derive(Debug, Clone)]

@@ -12,9 +12,9 @@ use rand_chacha::ChaCha8Rng;
 
 use super::copies::LogCount;
 use super::{producer_config, send_error, Plan};
+use crate::lab::report::Progress;
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use crate::report::Progress;
-use crate::target::Cluster;
 
 /// One instance of the relay, from start to death (or to the end of the events).
 #[derive(Debug, Clone)]

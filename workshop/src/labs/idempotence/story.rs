@@ -10,7 +10,7 @@ use super::restart::RestartRun;
 use super::zombie::{Refusal, ZombieRun, DEBIT, DEPOSIT, OPENING};
 use client::LostAck;
 
-use crate::report::{self, Align, Narrator, Phase, Summary, Table};
+use crate::lab::report::{self, Align, Narrator, Phase, Summary, Table};
 
 pub const IDEMPOTENT_TITLE: &str = "The same, with idempotence";
 pub const RESIZE_TITLE: &str = "Where it ends (1): the partition count changes";
@@ -586,7 +586,8 @@ fn partition_table(n: &mut Narrator, rows: &[PartitionRow], columns: &[Column]) 
 mod tests {
     use super::super::copies::LogCount;
     use super::*;
-    use crate::report::{Recorder, Terminal, TerminalOptions};
+    use crate::lab::report::Recorder;
+    use crate::view::terminal::{Terminal, TerminalOptions};
 
     fn lost(base_offset: i64) -> LostAck {
         LostAck {

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use client::{Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
 
 use super::{producer_config, send_error, Plan};
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use crate::target::Cluster;
 
 /// INVALID_PRODUCER_EPOCH (Kafka 2.7+ on Produce) and PRODUCER_FENCED (older brokers, and
 /// InitProducerId v4+): the answers that mean "a newer instance holds this transactional id".

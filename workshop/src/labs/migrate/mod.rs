@@ -27,10 +27,10 @@ mod verdict;
 
 use std::collections::BTreeMap;
 
-use crate::deadline::Work;
+use crate::lab::deadline::Work;
+use crate::lab::report::{LabReport, Narrator};
+use crate::lab::target::{runtime, Cluster};
 use crate::lab::{Lab, LabContext, LabError};
-use crate::report::{LabReport, Narrator};
-use crate::target::{runtime, Cluster};
 use figures::Runs;
 use kafka::{Commands, Limit};
 pub use plan::MigrateArgs;
@@ -218,7 +218,7 @@ mod tests {
         let ran = phases(&rt, &cluster, &plan, 5, &mut Narrator::new());
         let elapsed = rt.block_on(async { started.elapsed() });
         rt.block_on(cluster.close());
-        crate::deadline::assert_too_slow(
+        crate::lab::deadline::assert_too_slow(
             ran,
             elapsed,
             Duration::from_millis(78_041),

@@ -14,7 +14,9 @@ use super::figures::{
 use super::plan::{self, Plan};
 use super::scenario::{ring_v7, ring_v8, Run, MOVED};
 use super::traffic::{Traffic, BEN, HOT_TENANT, TENANT_MS, TENANT_RATE};
-use crate::report::{Align, Level, LogLine as Line, Narrator, Phase as Opening, Summary, Table};
+use crate::lab::report::{
+    Align, Level, LogLine as Line, Narrator, Phase as Opening, Summary, Table,
+};
 
 pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
     let about = format!(

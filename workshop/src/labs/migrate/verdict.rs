@@ -1,7 +1,7 @@
 //! The lab's verdict: every naive move loses something, the protocol nothing.
 
 use super::figures::Figures;
-use crate::report::Checks;
+use crate::lab::report::Checks;
 
 /// The phenomenon, short enough for the verdict line to fit 100 columns.
 pub fn expected() -> String {

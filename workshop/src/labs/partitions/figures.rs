@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::movement::Movement;
 use super::run::Outcome;
 use super::traffic::FEATURED_ORDER;
-use crate::report::{max_and_average, Checks};
+use crate::lab::report::{max_and_average, Checks};
 
 /// The refusal to shrink, as the admin call got it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,7 +63,7 @@ impl Scenario {
             not_order_events: outcome.undecodable,
             rounds: outcome.rounds,
             max_lag_at_change: max,
-            average_lag_at_change: crate::report::round(avg, 2),
+            average_lag_at_change: crate::lab::report::round(avg, 2),
             max_lag_at_end: max_and_average(&outcome.lag_at_end).0,
         }
     }

@@ -14,18 +14,15 @@
 //! a round waits for every offset it takes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use client::{
-    Client, ClientConfig, ConsumerConfig, GroupConfig, GroupConsumer, OffsetReset, Record,
-    TopicPartition,
-};
-use tokio::sync::{mpsc, oneshot, Notify};
-use tokio::task::JoinHandle;
+use client::{Client, ClientConfig, GroupConsumer, Record, TopicPartition};
+use tokio::sync::oneshot;
 
 use super::events::{OrderEvent, ROUTING_HEADER};
 use super::pace::{PartitionId, Queues};
+use crate::kit::group::manual_commit;
+use crate::kit::members::{Members, View};
 use crate::lab::LabError;
 use client::check::Position;
 
@@ -33,7 +30,7 @@ use client::check::Position;
 /// promptly (Kafka's 500 ms default would add that much to every round).
 const FETCH_MAX_WAIT: Duration = Duration::from_millis(20);
 
-/// How often members heartbeat (see [`group_config`]).
+/// How often members heartbeat (see [`manual_commit`]).
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// One record as a member handed it over.
@@ -47,51 +44,24 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    fn of(topic: &str, partition: i32, record: &Record) -> Self {
+    fn of(tp: &TopicPartition, record: &Record) -> Self {
         let routing_version = record
             .headers()
             .find(|h| h.key.as_ref() == ROUTING_HEADER.as_bytes())
             .and_then(|h| h.value)
             .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok());
         Delivery {
-            at: Position::new(topic, partition, record.offset),
+            at: Position::new(&tp.topic, tp.partition, record.offset),
             event: OrderEvent::decode(record.key.as_deref(), record.value.as_deref()),
             routing_version,
         }
     }
 }
 
-/// What a member shows the lab.
-#[derive(Debug, Default)]
-struct View {
-    client_id: String,
-    member_id: String,
-    generation: i32,
-    owned: BTreeSet<TopicPartition>,
-    /// Fetched records by partition and offset, not yet taken by a round.
-    fetched: BTreeMap<TopicPartition, BTreeMap<i64, Delivery>>,
-    /// Why the member stopped, if it did.
-    failed: Option<String>,
-}
-
-type Views = Arc<Mutex<Vec<View>>>;
-
-enum Command {
-    Commit(
-        BTreeMap<TopicPartition, i64>,
-        oneshot::Sender<Result<(), String>>,
-    ),
-    Subscribe(String, oneshot::Sender<Result<(), String>>),
-    Leave(oneshot::Sender<()>),
-}
-
 /// The group, as the lab drives it.
 pub struct Group {
     group_id: String,
-    views: Views,
-    changed: Arc<Notify>,
-    commands: Vec<mpsc::UnboundedSender<Command>>,
-    tasks: Vec<JoinHandle<()>>,
+    members: Members<Delivery>,
     /// Commits sent and not yet answered (see [`Group::commit`]).
     pending: Vec<oneshot::Receiver<Result<(), String>>>,
 }
@@ -105,42 +75,26 @@ impl Group {
         topic: &str,
         members: u32,
     ) -> Result<Group, LabError> {
-        let views: Views = Arc::default();
-        let changed = Arc::new(Notify::new());
-        let mut commands = Vec::new();
-        let mut tasks = Vec::new();
+        let mut group = Members::new();
         for i in 0..members as usize {
             let mut member_config = config.clone();
             member_config.client_id = format!("{}-consumer-{}", config.client_id, i + 1);
             let client = Client::connect(member_config.clone())
                 .await
-                .map_err(|e| crate::target::broker_error("connecting a consumer", &e))?;
-            let mut consumer = GroupConsumer::new(client, group_config(group_id))
-                .map_err(|e| crate::target::broker_error("creating a group member", &e))?;
+                .map_err(|e| crate::lab::target::broker_error("connecting a consumer", &e))?;
+            let mut consumer = GroupConsumer::new(
+                client,
+                manual_commit(group_id, HEARTBEAT_INTERVAL, FETCH_MAX_WAIT),
+            )
+            .map_err(|e| crate::lab::target::broker_error("creating a group member", &e))?;
             consumer
                 .subscribe([topic])
-                .map_err(|e| crate::target::broker_error("subscribing", &e))?;
-            lock(&views).push(View {
-                client_id: member_config.client_id,
-                generation: -1,
-                ..View::default()
-            });
-            let (tx, rx) = mpsc::unbounded_channel();
-            commands.push(tx);
-            tasks.push(tokio::spawn(member_loop(
-                i,
-                consumer,
-                rx,
-                Arc::clone(&views),
-                Arc::clone(&changed),
-            )));
+                .map_err(|e| crate::lab::target::broker_error("subscribing", &e))?;
+            group.add(member_config.client_id, consumer, Delivery::of);
         }
         Ok(Group {
             group_id: group_id.to_string(),
-            views,
-            changed,
-            commands,
-            tasks,
+            members: group,
             pending: Vec::new(),
         })
     }
@@ -232,7 +186,7 @@ impl Group {
     pub fn commit(&mut self, applied: &BTreeMap<PartitionId, i64>) -> Result<(), LabError> {
         let mut by_member: BTreeMap<usize, BTreeMap<TopicPartition, i64>> = BTreeMap::new();
         {
-            let views = lock(&self.views);
+            let views = self.members.views();
             for ((topic, p), offset) in applied {
                 let tp = TopicPartition::new(topic.clone(), *p);
                 if let Some(i) = views.iter().position(|v| v.owned.contains(&tp)) {
@@ -241,8 +195,10 @@ impl Group {
             }
         }
         for (i, offsets) in by_member {
-            let (tx, rx) = oneshot::channel();
-            self.send(i, Command::Commit(offsets, tx))?;
+            let rx = self
+                .members
+                .commit(i, offsets)
+                .ok_or_else(|| self.stopped())?;
             self.pending.push(rx);
         }
         Ok(())
@@ -262,10 +218,12 @@ impl Group {
     /// Moves every member to `topic` (a rebalance).
     pub async fn subscribe(&self, topic: &str) -> Result<(), LabError> {
         let mut replies = Vec::new();
-        for i in 0..self.commands.len() {
-            let (tx, rx) = oneshot::channel();
-            self.send(i, Command::Subscribe(topic.to_string(), tx))?;
-            replies.push(rx);
+        for i in 0..self.members.count() {
+            replies.push(
+                self.members
+                    .subscribe(i, topic)
+                    .ok_or_else(|| self.stopped())?,
+            );
         }
         for reply in replies {
             reply
@@ -281,30 +239,13 @@ impl Group {
         if let Err(e) = self.flush().await {
             tracing::warn!(%e, "last commits before leaving");
         }
-        let mut replies = Vec::new();
-        for tx in &self.commands {
-            let (reply, rx) = oneshot::channel();
-            if tx.send(Command::Leave(reply)).is_ok() {
-                replies.push(rx);
-            }
-        }
-        for rx in replies {
-            let _ = rx.await;
-        }
-        for task in self.tasks {
-            let _ = task.await;
-        }
-    }
-
-    fn send(&self, i: usize, command: Command) -> Result<(), LabError> {
-        self.commands[i].send(command).map_err(|_| self.stopped())
+        self.members.leave().await;
     }
 
     fn stopped(&self) -> LabError {
-        let views = lock(&self.views);
-        let why = views
-            .iter()
-            .find_map(|v| v.failed.clone())
+        let why = self
+            .members
+            .failed()
             .unwrap_or_else(|| "it stopped".to_string());
         LabError::Broker(format!(
             "a member of group {} stopped: {why}",
@@ -317,117 +258,17 @@ impl Group {
     async fn wait<T>(
         &self,
         what: &str,
-        mut ready: impl FnMut(&mut Vec<View>) -> Option<T>,
+        ready: impl FnMut(&mut Vec<View<Delivery>>) -> Option<T>,
     ) -> Result<T, LabError> {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check, so a report in between still wakes us.
-            changed.as_mut().enable();
-            {
-                let mut views = lock(&self.views);
-                if let Some(failed) = views.iter().find_map(|v| v.failed.clone()) {
-                    return Err(LabError::Broker(format!("{what} failed: {failed}")));
-                }
-                if let Some(found) = ready(&mut views) {
-                    return Ok(found);
-                }
-            }
-            changed.await;
-        }
+        self.members
+            .wait(ready)
+            .await
+            .map_err(|failed| LabError::Broker(format!("{what} failed: {failed}")))
     }
 }
 
-/// The member's settings: Kafka's defaults, except that
-/// - the lab commits what it applied (no auto-commit: committing what was merely fetched would
-///   lose records on a rebalance);
-/// - new partitions start at their beginning (with `latest`, Kafka's default, records written
-///   to a new partition before its consumer is assigned would be skipped: order 8842's
-///   cancellation among them);
-/// - heartbeats every 100 ms: members learn that the group is rebalancing from a heartbeat's
-///   answer, and Kafka's 3 s would add up to 3 s to every rebalance of the lab;
-/// - fetches wait briefly (see [`FETCH_MAX_WAIT`]).
-fn group_config(group_id: &str) -> GroupConfig {
-    let mut config = GroupConfig::new(group_id);
-    config.auto_commit = false;
-    config.heartbeat_interval = HEARTBEAT_INTERVAL;
-    config.consumer = ConsumerConfig {
-        max_wait: FETCH_MAX_WAIT,
-        auto_offset_reset: OffsetReset::Earliest,
-        ..ConsumerConfig::default()
-    };
-    config
-}
-
-/// A member: poll, report what it owns and fetched, run the lab's commands between polls.
-async fn member_loop(
-    index: usize,
-    mut consumer: GroupConsumer,
-    mut commands: mpsc::UnboundedReceiver<Command>,
-    views: Views,
-    changed: Arc<Notify>,
-) {
-    loop {
-        while let Ok(command) = commands.try_recv() {
-            match command {
-                Command::Commit(offsets, reply) => {
-                    let result = consumer.commit_offsets_sync(offsets).await;
-                    let _ = reply.send(result.map_err(|e| e.to_string()));
-                }
-                Command::Subscribe(topic, reply) => {
-                    let result = consumer.subscribe([topic]);
-                    let _ = reply.send(result.map_err(|e| e.to_string()));
-                }
-                Command::Leave(reply) => {
-                    if let Err(e) = consumer.close().await {
-                        tracing::warn!(%e, "leaving the group");
-                    }
-                    let _ = reply.send(());
-                    return;
-                }
-            }
-        }
-        let polled = consumer.poll().await;
-        {
-            let mut views = lock(&views);
-            let view = &mut views[index];
-            match polled {
-                Ok(polled) => {
-                    let generation = consumer.generation();
-                    view.generation = generation.id;
-                    view.member_id = generation.member_id;
-                    view.owned = consumer.assignment().into_iter().collect();
-                    let owned = &view.owned;
-                    view.fetched.retain(|tp, _| owned.contains(tp));
-                    for part in polled {
-                        let into = view.fetched.entry(part.topic_partition()).or_default();
-                        for record in &part.records {
-                            into.insert(
-                                record.offset,
-                                Delivery::of(&part.topic, part.partition, record),
-                            );
-                        }
-                    }
-                }
-                Err(e) => view.failed = Some(e.to_string()),
-            }
-        }
-        changed.notify_waiters();
-        if lock(&views)[index].failed.is_some() {
-            return;
-        }
-    }
-}
-
-fn owner<'v>(views: &'v [View], tp: &TopicPartition) -> Option<&'v View> {
+fn owner<'v>(views: &'v [View<Delivery>], tp: &TopicPartition) -> Option<&'v View<Delivery>> {
     let mut owners = views.iter().filter(|v| v.owned.contains(tp));
     let first = owners.next()?;
     owners.next().is_none().then_some(first)
-}
-
-/// The views stay usable even if a task panicked while holding them: they are plain data.
-fn lock(views: &Mutex<Vec<View>>) -> MutexGuard<'_, Vec<View>> {
-    views
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -4,9 +4,9 @@
 
 use client::Admin;
 
+use crate::lab::report::LagRow;
+use crate::lab::target::broker_error;
 use crate::lab::LabError;
-use crate::report::LagRow;
-use crate::target::broker_error;
 
 /// The rows of `topic`, in partition order (the tool orders by member; here the partition is
 /// the point).

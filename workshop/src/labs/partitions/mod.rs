@@ -12,14 +12,19 @@
 //! producer, a real consumer group and a real CreatePartitions; the lab only paces when the
 //! members' records are applied ([`pace`]), so a seed always gives the same figures.
 //!
+//! Read `story` first: the phases in the order a trainer tells them, each one's question, what
+//! it causes on the broker and what it shows.
+//!
 //! - [`store`], [`movement`], [`events`], [`traffic`]: library code with its own tests. The
 //!   ordering checker is the client library's ([`client::check`]), which `client check order`
 //!   uses too.
-//! - `plan`: flags; `pace`: the rounds; `group`: the consumer group's members; `lag`: the
-//!   kafka-consumer-groups view; `run`: one scenario end to end; `figures`: JSON and verdict;
-//!   `story`: narration.
+//! - `plan`: flags; `pace`: the rounds; `group`: the consumer group's members (driven through
+//!   [`crate::kit::members`]); `lag`: the kafka-consumer-groups view; `run`: one scenario end to
+//!   end; `work`: each phase's deadline; `evidence`: what each phase shows; `figures`: JSON and
+//!   verdict.
 
 pub mod events;
+mod evidence;
 mod figures;
 mod group;
 mod lag;
@@ -34,17 +39,17 @@ mod work;
 
 use std::time::Duration;
 
-use client::{ClientConfig, Error as ClientError};
+use client::Error as ClientError;
 
+use crate::lab::report::{LabReport, Narrator};
+use crate::lab::target::{broker_error, runtime, Cluster};
 use crate::lab::{Lab, LabContext, LabError};
-use crate::report::{LabReport, Narrator};
-use crate::target::{broker_error, runtime, Cluster};
 use events::order_key;
 use figures::{Figures, Fixes, MigrationFigures, Scenario, Shrink};
 use movement::Movement;
 pub use plan::PartitionsArgs;
 use plan::Plan;
-use run::{Change, Env, Outcome, Run, Spec};
+use run::{Env, Outcome, Run, Spec};
 use traffic::{Traffic, FEATURED_ORDER};
 use work::Phases;
 
@@ -73,8 +78,8 @@ impl Lab for Partitions {
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
         n.say(&format!("Running against {}.", cluster.describe()));
-        let measured =
-            rt.block_on(cluster.until_stopped(phases(&cluster, &plan, &traffic, ctx.seed, n)));
+        let measured = rt
+            .block_on(cluster.until_stopped(story::phases(&cluster, &plan, &traffic, ctx.seed, n)));
         rt.block_on(cluster.close());
         let figures = measured?;
 
@@ -84,142 +89,6 @@ impl Lab for Partitions {
         n.verdict(&report, &checks);
         Ok(report)
     }
-}
-
-/// The failure, both fixes and the refusal to shrink, narrated as they happen.
-async fn phases(
-    cluster: &Cluster,
-    plan: &Plan,
-    traffic: &Traffic,
-    seed: u64,
-    n: &mut Narrator,
-) -> Result<Figures, LabError> {
-    let mut service = ClientConfig::new(cluster.addr());
-    service.client_id = GROUP.to_string();
-    service.metadata_max_age = METADATA_MAX_AGE;
-    let env = Env {
-        cluster,
-        service,
-        tail: n.tail(),
-    };
-    // What each phase has to do, for its deadline.
-    let work = Phases {
-        plan,
-        traffic,
-        metadata_max_age: METADATA_MAX_AGE,
-    };
-    let rounds = work.rounds();
-
-    // The failure: 12 partitions, a backlog, CreatePartitions to 24.
-    story::backlog_opening(n, plan, &cluster.name(TOPIC), traffic.orders());
-    let spec = Spec {
-        topic: TOPIC.to_string(),
-        partitions: plan.before,
-        group: GROUP.to_string(),
-        change: Change::Grow { to: plan.after },
-    };
-    let deadline = n.deadline(work.until_change());
-    let progress = n.progress(rounds / 2, "applying orders, round by round");
-    let started = deadline
-        .run(&progress, async {
-            let mut run = Run::start(&env, plan, spec.clone(), traffic).await?;
-            let lag = run.until_change(&progress).await?.to_vec();
-            Ok((run, lag))
-        })
-        .await;
-    progress.finish();
-    let (mut run, lag) = started?;
-    story::backlog_evidence(n, plan, run.featured_written(), &lag);
-
-    story::increase_opening(n, run.topic(), plan, METADATA_MAX_AGE.as_millis(), &lag);
-    let deadline = n.deadline(work.change(&spec.change));
-    let progress = n.progress(1, "the increase");
-    let changed = deadline.run(&progress, run.change(&progress)).await;
-    progress.finish();
-    changed?;
-    story::increase_evidence(
-        n,
-        plan,
-        run.featured_written(),
-        run.assignment_after(),
-        &run.featured_log(),
-        (run.featured_overtaken(), run.featured_version()),
-    );
-
-    story::count_opening(n, plan);
-    let deadline = n.deadline(work.after_change());
-    let progress = n.progress(rounds / 2, "the rest of the traffic");
-    let finished = deadline
-        .run(&progress, async {
-            run.after_change(&progress).await?;
-            run.finish().await
-        })
-        .await;
-    progress.finish();
-    let failure = finished?;
-    let movement =
-        Movement::count(traffic.keys(), plan.before, plan.after).map_err(LabError::Internal)?;
-    story::count_evidence(n, plan, &failure, &movement, &lag);
-
-    // Fix 1: enough partitions from the start.
-    let provisioned_topic = format!("{TOPIC}-{}", plan.provisioned);
-    story::provisioned_opening(n, plan, &cluster.name(&provisioned_topic));
-    let provisioned = scenario(
-        &env,
-        &work,
-        n,
-        Spec {
-            topic: provisioned_topic,
-            partitions: plan.provisioned,
-            group: format!("{GROUP}-{}", plan.provisioned),
-            change: Change::Nothing,
-        },
-    )
-    .await?;
-    story::provisioned_evidence(n, plan, &provisioned, &failure);
-
-    // Fix 2: a new topic, drained before keys switch.
-    let (old, new) = (format!("{TOPIC}-v1"), format!("{TOPIC}-v2"));
-    story::migration_opening(n, plan, &cluster.name(&old), &cluster.name(&new));
-    let migration = scenario(
-        &env,
-        &work,
-        n,
-        Spec {
-            topic: old,
-            partitions: plan.before,
-            group: format!("{GROUP}-v1"),
-            change: Change::Migrate {
-                topic: new,
-                partitions: plan.after,
-            },
-        },
-    )
-    .await?;
-    story::migration_evidence(n, &migration);
-
-    // Kafka cannot shrink.
-    story::shrink_opening(n, &failure.spec.topic, plan.before);
-    let deadline = n.deadline(Phases::shrink());
-    let shrink = deadline
-        .wait(
-            "asking the topic to shrink",
-            shrink(cluster, &failure.spec.topic, plan),
-        )
-        .await?;
-    story::shrink_evidence(n, &shrink);
-
-    Ok(figures(
-        seed,
-        cluster,
-        plan,
-        traffic,
-        movement,
-        &failure,
-        &provisioned,
-        &migration,
-        shrink,
-    ))
 }
 
 /// A scenario that needs no narration between its steps, under its phase's deadline.
@@ -292,7 +161,7 @@ fn figures(
             routing_version: m.routing_version,
             blocked_rounds: m.blocked_rounds,
             held_events: m.held_events,
-            old_topic_max_lag_at_switch: crate::report::max_and_average(&m.old_topic_lag).0,
+            old_topic_max_lag_at_switch: crate::lab::report::max_and_average(&m.old_topic_lag).0,
         }),
     };
     Figures {
@@ -350,10 +219,10 @@ mod tests {
         let traffic = Traffic::generate(plan.orders, plan.open, 5);
         let cluster = Cluster::slowed(ApiKey::Produce, Duration::from_secs(600)).await;
         let started = tokio::time::Instant::now();
-        let ran = phases(&cluster, &plan, &traffic, 5, &mut Narrator::new()).await;
+        let ran = story::phases(&cluster, &plan, &traffic, 5, &mut Narrator::new()).await;
         // 56 events in 21 rounds; the 10 before the change move 30 of them, each produced and
         // consumed.
-        crate::deadline::assert_too_slow(
+        crate::lab::deadline::assert_too_slow(
             ran,
             started.elapsed(),
             Duration::from_secs(55),

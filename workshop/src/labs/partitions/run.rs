@@ -22,9 +22,9 @@ use super::pace::{self, PartitionId};
 use super::plan::Plan;
 use super::store::{AggregateStore, LogLine};
 use super::traffic::{Traffic, FEATURED_ORDER};
+use crate::lab::report::{self, LagRow, Progress, Tail};
+use crate::lab::target::{self, broker_error, Cluster};
 use crate::lab::LabError;
-use crate::report::{self, LagRow, Progress, Tail};
-use crate::target::{self, broker_error, Cluster};
 use client::check::{OrderingChecker, Position, Violation};
 
 /// Where a run happens: the cluster (and the operator's admin client on it), and the settings

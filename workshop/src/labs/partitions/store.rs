@@ -49,13 +49,13 @@ pub struct LogLine {
 
 impl LogLine {
     /// The line as the lab event stream carries it, stamped with its round.
-    pub fn event(&self) -> crate::report::LogLine {
-        crate::report::LogLine {
+    pub fn event(&self) -> crate::lab::report::LogLine {
+        crate::lab::report::LogLine {
             at: Some(format!("round {:>3}", self.round)),
             level: match self.level {
-                Level::Info => crate::report::Level::Info,
-                Level::Warn => crate::report::Level::Warn,
-                Level::Error => crate::report::Level::Error,
+                Level::Info => crate::lab::report::Level::Info,
+                Level::Warn => crate::lab::report::Level::Warn,
+                Level::Error => crate::lab::report::Level::Error,
             },
             source: None,
             text: self.message.clone(),

@@ -1,4 +1,4 @@
-//! What each phase of the lab has to do, for its deadline (see [`crate::deadline`]): the
+//! What each phase of the lab has to do, for its deadline (see [`crate::lab::deadline`]): the
 //! scenario's rounds, the group forming and rebalancing, and the waits the change itself
 //! contains (the service's clients noticing new partitions only on their metadata refresh).
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::plan::Plan;
 use super::run::Change;
 use super::traffic::Traffic;
-use crate::deadline::Work;
+use crate::lab::deadline::Work;
 
 /// Requests of one round, one after the other: the shop's produce, whose acknowledgements the
 /// round waits for, and the members' fetch of what the round takes (commits are not waited for).

@@ -33,9 +33,9 @@ use super::journal::Clock;
 use super::payments::Payment;
 use super::plan::{Kind, Plan, PARTITIONS};
 use super::scenario::{self, Outcome};
-use crate::deadline::{Deadline, Work};
+use crate::lab::deadline::{Deadline, Work};
+use crate::lab::target::{self, broker_error, Cluster};
 use crate::lab::LabError;
-use crate::target::{self, broker_error, Cluster};
 
 /// The output topic, as the lab calls it (suffixed under `--bootstrap`).
 pub const OUTPUT: &str = "payments-applied";

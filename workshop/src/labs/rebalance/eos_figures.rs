@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::accounting;
 use super::eos::{per_payment, EosOutcome, Seen};
 use super::journal::{Entry, Event};
-use crate::report::Checks;
+use crate::lab::report::Checks;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EosFigures {

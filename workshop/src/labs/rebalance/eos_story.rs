@@ -6,7 +6,7 @@ use super::eos_figures::EosFigures;
 use super::figures::Figures;
 use super::journal::Event;
 use super::story::secs;
-use crate::report::{thousands, Align, Narrator, Phase, Table};
+use crate::lab::report::{thousands, Align, Narrator, Phase, Table};
 
 pub const TITLE: &str = "Kafka's exactly-once: does the gateway see each payment once?";
 

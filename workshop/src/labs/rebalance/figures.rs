@@ -10,7 +10,7 @@ use super::eos_figures::{self, EosFigures};
 use super::journal::Event;
 use super::plan::{Incident, Kind, Plan, MEMBERS, PARTITIONS};
 use super::scenario::Outcome;
-use crate::report::Checks;
+use crate::lab::report::Checks;
 
 /// One run, measured the same way as every other.
 #[derive(Debug, Clone, Serialize)]

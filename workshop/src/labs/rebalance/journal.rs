@@ -169,9 +169,9 @@ pub struct LogLine {
 
 impl LogLine {
     /// The line as the lab event stream carries it.
-    pub fn event(&self) -> crate::report::LogLine {
-        use crate::report::Level;
-        crate::report::LogLine {
+    pub fn event(&self) -> crate::lab::report::LogLine {
+        use crate::lab::report::Level;
+        crate::lab::report::LogLine {
             at: Some(hms(self.at_ms)),
             level: match self.level {
                 "WARN" => Level::Warn,

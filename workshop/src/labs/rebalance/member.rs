@@ -30,6 +30,7 @@ use super::journal::{Event, Journal, Range};
 use super::ledger::{Applier, Delivery, Stores};
 use super::payments::Payment;
 use super::plan::{Incident, Spec, Timing};
+use crate::kit::group::manual_commit;
 
 /// What the scenario tells its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,18 +68,14 @@ impl Setup {
         name: &str,
         timing: &Timing,
     ) -> Result<GroupConfig, String> {
-        let mut c = GroupConfig::new(group)
+        let mut c = manual_commit(group, timing.heartbeat, timing.fetch_max_wait)
             .assignors_named(&[spec.assignor])
             .map_err(|e| e.to_string())?;
         c.session_timeout = timing.session;
-        c.heartbeat_interval = timing.heartbeat;
         c.max_poll_interval = timing.max_poll_interval;
         c.max_poll_records = spec.max_poll_records;
-        c.auto_commit = false;
         c.allow_auto_create_topics = false;
         c.group_instance_id = spec.static_members.then(|| name.to_string());
-        c.consumer.max_wait = timing.fetch_max_wait;
-        c.consumer.auto_offset_reset = client::OffsetReset::Earliest;
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
     }

@@ -43,10 +43,10 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
+use crate::lab::report::{LabReport, Narrator, Progress, SkippedPhase};
+use crate::lab::stop::Stop;
+use crate::lab::target::Cluster;
 use crate::lab::{Lab, LabContext, LabError, Target};
-use crate::report::{LabReport, Narrator, Progress, SkippedPhase};
-use crate::stop::Stop;
-use crate::target::Cluster;
 use capture::{Capture, Journals};
 use journal::Clock;
 pub use plan::RebalanceArgs;

@@ -7,8 +7,8 @@ use client::{Client, Producer, ProducerRecord};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::lab::target::{self, broker_error};
 use crate::lab::LabError;
-use crate::target::{self, broker_error};
 
 /// One charge: the command the consumer turns into a ledger effect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::payments::{self, Payment};
-use crate::deadline::Work;
+use crate::lab::deadline::Work;
 use crate::lab::Target;
 
 /// `workshop rebalance`: a stalled consumer, a rebalance, and payments applied twice.
@@ -268,7 +268,7 @@ impl Plan {
             .expect("the plan has one spec of each kind")
     }
 
-    /// What the run of `spec` has to do, for its deadline (see [`crate::deadline`]): the
+    /// What the run of `spec` has to do, for its deadline (see [`crate::lab::deadline`]): the
     /// members joining one at a time, the payments produced and applied batch by batch, and the
     /// incident with the timeouts it waits out.
     pub fn work(&self, spec: &Spec) -> Work {

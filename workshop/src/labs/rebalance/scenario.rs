@@ -26,10 +26,10 @@ use super::ledger::Stores;
 use super::member::{self, Control, Setup};
 use super::payments;
 use super::plan::{Incident, Plan, Spec, MEMBERS, PARTITIONS};
-use crate::deadline::Deadline;
+use crate::lab::deadline::Deadline;
+use crate::lab::report::LagRow;
+use crate::lab::target::{broker_error, Cluster};
 use crate::lab::LabError;
-use crate::report::LagRow;
-use crate::target::{broker_error, Cluster};
 
 /// What one run left behind.
 pub struct Outcome {
@@ -355,7 +355,7 @@ mod tests {
         let elapsed = started.elapsed();
         cluster.close().await;
         // 1200 payments of 150 ms, a 30 s poll interval, a 40 s stall, the lag 5 s into it.
-        crate::deadline::assert_too_slow(
+        crate::lab::deadline::assert_too_slow(
             ran,
             elapsed,
             Duration::from_millis(399_060),

@@ -7,7 +7,7 @@ use super::figures::Figures;
 use super::journal::{hms, Event};
 use super::plan::Plan;
 use super::scenario::Outcome;
-use crate::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
+use crate::lab::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
 
 pub(super) fn secs(ms: u64) -> String {
     if ms < 1000 {

@@ -3,7 +3,7 @@
 
 use super::keys::KeySet;
 use super::measure::{measure, Measurement};
-use super::schemes::{
+use crate::kit::schemes::{
     FixedSlots, Jump, Membership, ModN, Rendezvous, RingScheme, Scheme, SchemeError, SlotHash,
     REDIS_SLOTS,
 };

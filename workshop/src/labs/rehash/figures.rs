@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::compare::Spec;
 use super::measure::Measurement;
 use super::worked::{Cycle, JumpProbe, RingExample};
-use crate::report::{round, Checks};
+use crate::lab::report::{round, Checks};
 
 /// A consistent scheme moves "about" the minimum when it is within this share of it: a quarter
 /// leaves room for a ring's random arcs (a 256-token ring's new node takes its 20 % give or take

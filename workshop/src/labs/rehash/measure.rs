@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use super::keys::KeySet;
-use super::schemes::{salted_hash, Membership, NodeId, RingScheme, Scheme, SchemeError};
+use crate::kit::schemes::{salted_hash, Membership, NodeId, RingScheme, Scheme, SchemeError};
 
 /// Keys held by one node after the change.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,35 +7,33 @@
 //! lose a middle bucket; one node of twice the capacity. The verdict: mod N moves most keys,
 //! the consistent schemes about the minimum, 1/(N+1) when one node joins N.
 //!
-//! - [`schemes`]: the routing schemes, library code with their own tests.
+//! Read `story` first: the phases in the order a trainer tells them, each one's question, what
+//! it computes and what it shows.
+//!
+//! - [`crate::kit::schemes`]: the routing schemes, library code with their own tests (lab
+//!   migrate routes with the ring too).
 //! - `plan`: flags and their checks; `keys`: the seeded key set; `measure`: movement, spread,
 //!   lookup time and state of one scheme through one change; `compare`: the line-up of schemes;
-//!   `worked`: the sources' worked examples; `figures`: the JSON figures and the verdict;
-//!   `story`: the narration.
+//!   `worked`: the sources' worked examples; `evidence`: what each phase shows; `figures`: the
+//!   JSON figures and the verdict.
 
 mod compare;
+mod evidence;
 mod figures;
 mod keys;
 mod measure;
 mod plan;
-pub mod schemes;
 mod story;
 mod worked;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
-use crate::lab::{Lab, LabContext, LabError, Target};
-use crate::report::{LabReport, Narrator};
-use compare::{lineup, Spec};
-use figures::{
-    Figures, LookupTime, Measured, Refusal, SchemeRow, SpreadLaw, Weighted, WeightedRow,
-};
+use crate::kit::schemes::{Membership, SchemeError};
+use crate::lab::report::{LabReport, Narrator};
+use crate::lab::{Lab, LabContext, LabError};
+use compare::Spec;
+use figures::{Refusal, SpreadLaw};
 use keys::KeySet;
-use measure::{ideal_moved_fraction, mean_ring_spread, Measurement};
-use plan::Plan;
+use measure::{mean_ring_spread, Measurement};
 pub use plan::RehashArgs;
-use schemes::{node_name, Membership, SchemeError};
 
 /// Token placements averaged for the ring's spread law: enough that the mean is steady to a
 /// few percent of itself, few enough to cost milliseconds.
@@ -53,99 +51,7 @@ impl Lab for Rehash {
     type Args = RehashArgs;
 
     fn run(args: &RehashArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {
-        let plan = Plan::new(args)?;
-        let (from_count, to_count) = (plan.from.len() as u32, plan.to.len() as u32);
-        let ideal = ideal_moved_fraction(&plan.from, &plan.to);
-        let cycle = worked::mod_cycle(from_count, to_count);
-        let expected = figures::expected(
-            from_count,
-            to_count,
-            &cycle,
-            ideal,
-            plan.vnodes.iter().copied().max(),
-        );
-        let n = &mut ctx.narrator;
-        n.intro(Self::NAME, &expected);
-        if let Target::Bootstrap(addr) = &ctx.target {
-            n.say(&format!(
-                "This lab is pure computation and needs no broker: --bootstrap {addr} is not used."
-            ));
-        }
-
-        let cycles = story::cycles_to_show(from_count, to_count);
-        story::twelve_values(n, &worked::twelve_values(), &cycles);
-
-        let ring_example = worked::seed_004_ring().map_err(scheme_error)?;
-        story::ring_by_hand(n, &ring_example);
-
-        // Ring tokens and rendezvous node seeds are placed by the seed, as Cassandra allocates
-        // random tokens; the keys are drawn next from the same stream.
-        let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
-        let salt: u64 = rng.gen();
-        story::lineup_opening(n, &plan, ideal);
-        let keys = KeySet::generate(plan.keys, &mut rng);
-        let specs = lineup(&plan.vnodes, plan.partitions);
-        let (measured, refused) = measure_all(n, &specs, &plan.from, &plan.to, &keys, salt);
-        let ring_spread_law = spread_law(&plan.to, &measured, salt)?;
-        let first_key = keys
-            .iter()
-            .next()
-            .map(String::from_utf8_lossy)
-            .unwrap_or_default();
-        let redis_hash_tags = worked::redis_hash_tags(&first_key);
-        story::lineup_evidence(
-            n,
-            &plan,
-            &measured,
-            &refused,
-            ideal,
-            &ring_spread_law,
-            &redis_hash_tags,
-        );
-
-        let jump_middle_removal = worked::jump_middle_removal(from_count).map_err(scheme_error)?;
-        if let Some(probe) = &jump_middle_removal {
-            story::jump_limit(n, probe);
-        }
-
-        let (weighted, weighted_lookup_ns) = weighted(n, &plan, &specs, &keys, salt)?;
-
-        let schemes: Vec<SchemeRow> = measured
-            .iter()
-            .map(|(spec, m)| SchemeRow::new(*spec, m))
-            .collect();
-        let timings = Measured {
-            lookup_ns: measured
-                .iter()
-                .map(|(spec, m)| LookupTime::new(*spec, m))
-                .collect(),
-            weighted_lookup_ns,
-        };
-        let figures = Figures {
-            seed: ctx.seed,
-            keys: keys.len(),
-            from: from_count,
-            to: to_count,
-            added: plan.added.iter().map(|&id| node_name(id)).collect(),
-            removed: plan.removed.iter().map(|&id| node_name(id)).collect(),
-            ideal_moved_fraction: crate::report::round(ideal, 6),
-            mod_3_to_4_kept_of_12: worked::mod_cycle(3, 4).kept,
-            mod_n_cycles: cycles,
-            ring_example,
-            schemes,
-            refused,
-            ring_spread_law,
-            jump_middle_removal,
-            weighted,
-            redis_crc16_check: format!("0x{:04X}", schemes::redis_slot_crc(b"123456789")),
-            redis_hash_tags,
-        };
-        let checks = figures::verdict(ideal, &figures.schemes);
-        n.summary(&story::summary(&figures));
-        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?
-            .with_measured(&timings)?;
-        n.verdict(&report, &checks);
-        Ok(report)
+        story::run(args, ctx)
     }
 }
 
@@ -179,7 +85,7 @@ fn spread_law(
     measured: &[(Spec, Measurement)],
     salt: u64,
 ) -> Result<Vec<SpreadLaw>, LabError> {
-    let round = crate::report::round;
+    let round = crate::lab::report::round;
     measured
         .iter()
         .filter_map(|(spec, m)| spec.vnodes().map(|v| (v, m)))
@@ -194,50 +100,6 @@ fn spread_law(
             })
         })
         .collect()
-}
-
-/// The same change with the plan's heavy node at twice the capacity, before and after; and the
-/// lookup times of that comparison.
-fn weighted(
-    n: &mut Narrator,
-    plan: &Plan,
-    specs: &[Spec],
-    keys: &KeySet,
-    salt: u64,
-) -> Result<(Weighted, Vec<LookupTime>), LabError> {
-    let from = plan
-        .from
-        .with_weight(plan.heavy, HEAVY_WEIGHT)
-        .map_err(scheme_error)?;
-    let to = plan
-        .to
-        .with_weight(plan.heavy, HEAVY_WEIGHT)
-        .map_err(scheme_error)?;
-    let expected_share = f64::from(HEAVY_WEIGHT) / to.total_weight() as f64;
-    let ideal = ideal_moved_fraction(&from, &to);
-    story::weighted_opening(n, plan.heavy, HEAVY_WEIGHT, expected_share, ideal);
-    let (measured, refused) = measure_all(n, specs, &from, &to, keys, salt);
-    story::weighted_evidence(n, plan.heavy, &measured, &refused, expected_share, ideal);
-    let round = crate::report::round;
-    let lookups = measured
-        .iter()
-        .map(|(spec, m)| LookupTime::new(*spec, m))
-        .collect();
-    let weighted = Weighted {
-        node: node_name(plan.heavy),
-        weight: HEAVY_WEIGHT,
-        expected_share: round(expected_share, 6),
-        ideal_moved_fraction: round(ideal, 6),
-        schemes: measured
-            .iter()
-            .map(|(spec, m)| WeightedRow {
-                row: SchemeRow::new(*spec, m),
-                heavy_share: round(m.share_of(plan.heavy), 6),
-            })
-            .collect(),
-        refused,
-    };
-    Ok((weighted, lookups))
 }
 
 /// Scheme errors outside the measured line-up (the worked examples, the weighted memberships,

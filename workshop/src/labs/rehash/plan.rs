@@ -2,7 +2,7 @@
 
 use clap::value_parser;
 
-use super::schemes::{node_name, Membership, NodeId, MAX_SLOTS};
+use crate::kit::schemes::{node_name, Membership, NodeId, MAX_SLOTS};
 use crate::lab::LabError;
 
 const MAX_KEYS: i64 = 10_000_000;

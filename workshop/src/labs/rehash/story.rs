@@ -1,16 +1,164 @@
-//! The narration of lab `rehash`: each phase's opening and evidence, and the summary.
-//! Every number shown is passed in from what the lab computed.
+//! Lab `rehash` as a trainer tells it: source 004's twelve values under mod 3 then mod 4, its
+//! ring by hand, then every scheme on the same seeded keys through the same change side by side,
+//! jump hash asked to lose a middle bucket, one node of twice the capacity; then the summary
+//! ([`super::evidence::summary`]): what happened, why, and what to do. Each phase opens with a
+//! question for the room; what it
+//! shows once computed is in [`super::evidence`].
 
-use super::compare::Spec;
-use super::figures::{Figures, HashTag, Refusal, SchemeRow, SpreadLaw};
-use super::measure::Measurement;
-use super::plan::Plan;
-use super::schemes::{node_name, NodeId};
-use super::worked::{mod_cycle, Cycle, JumpProbe, RingExample};
-use crate::report::{self, percent, thousands, Align, Narrator, Phase, Summary, Table};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
-/// Nodes shown in the per-node table; the rest are summarised by the spread columns.
-const NODES_SHOWN: usize = 12;
+use super::compare::{lineup, Spec};
+use super::evidence::{self, keep_mark, names, refusal};
+use super::figures::{self, Figures, LookupTime, Measured, SchemeRow, Weighted, WeightedRow};
+use super::keys::KeySet;
+use super::measure::ideal_moved_fraction;
+use super::plan::{Plan, RehashArgs};
+use super::worked::{self, mod_cycle, Cycle, JumpProbe, RingExample};
+use super::{measure_all, scheme_error, spread_law, Rehash, HEAVY_WEIGHT};
+use crate::kit::schemes::{self, node_name, NodeId};
+use crate::lab::report::{self, percent, thousands, Align, LabReport, Narrator, Phase, Table};
+use crate::lab::{Lab, LabContext, LabError, Target};
+
+pub(super) fn run(args: &RehashArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {
+    let plan = Plan::new(args)?;
+    let (from_count, to_count) = (plan.from.len() as u32, plan.to.len() as u32);
+    let ideal = ideal_moved_fraction(&plan.from, &plan.to);
+    let cycle = worked::mod_cycle(from_count, to_count);
+    let expected = figures::expected(
+        from_count,
+        to_count,
+        &cycle,
+        ideal,
+        plan.vnodes.iter().copied().max(),
+    );
+    let n = &mut ctx.narrator;
+    n.intro(Rehash::NAME, &expected);
+    if let Target::Bootstrap(addr) = &ctx.target {
+        n.say(&format!(
+            "This lab is pure computation and needs no broker: --bootstrap {addr} is not used."
+        ));
+    }
+
+    let cycles = cycles_to_show(from_count, to_count);
+    twelve_values(n, &worked::twelve_values(), &cycles);
+
+    let ring_example = worked::seed_004_ring().map_err(scheme_error)?;
+    ring_by_hand(n, &ring_example);
+
+    // Ring tokens and rendezvous node seeds are placed by the seed, as Cassandra allocates
+    // random tokens; the keys are drawn next from the same stream.
+    let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
+    let salt: u64 = rng.gen();
+    lineup_opening(n, &plan, ideal);
+    let keys = KeySet::generate(plan.keys, &mut rng);
+    let specs = lineup(&plan.vnodes, plan.partitions);
+    let (measured, refused) = measure_all(n, &specs, &plan.from, &plan.to, &keys, salt);
+    let ring_spread_law = spread_law(&plan.to, &measured, salt)?;
+    let first_key = keys
+        .iter()
+        .next()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
+    let redis_hash_tags = worked::redis_hash_tags(&first_key);
+    evidence::lineup_evidence(
+        n,
+        &plan,
+        &measured,
+        &refused,
+        ideal,
+        &ring_spread_law,
+        &redis_hash_tags,
+    );
+
+    let jump_middle_removal = worked::jump_middle_removal(from_count).map_err(scheme_error)?;
+    if let Some(probe) = &jump_middle_removal {
+        jump_limit(n, probe);
+    }
+
+    let (weighted, weighted_lookup_ns) = weighted(n, &plan, &specs, &keys, salt)?;
+
+    let schemes: Vec<SchemeRow> = measured
+        .iter()
+        .map(|(spec, m)| SchemeRow::new(*spec, m))
+        .collect();
+    let timings = Measured {
+        lookup_ns: measured
+            .iter()
+            .map(|(spec, m)| LookupTime::new(*spec, m))
+            .collect(),
+        weighted_lookup_ns,
+    };
+    let figures = Figures {
+        seed: ctx.seed,
+        keys: keys.len(),
+        from: from_count,
+        to: to_count,
+        added: plan.added.iter().map(|&id| node_name(id)).collect(),
+        removed: plan.removed.iter().map(|&id| node_name(id)).collect(),
+        ideal_moved_fraction: crate::lab::report::round(ideal, 6),
+        mod_3_to_4_kept_of_12: worked::mod_cycle(3, 4).kept,
+        mod_n_cycles: cycles,
+        ring_example,
+        schemes,
+        refused,
+        ring_spread_law,
+        jump_middle_removal,
+        weighted,
+        redis_crc16_check: format!("0x{:04X}", schemes::redis_slot_crc(b"123456789")),
+        redis_hash_tags,
+    };
+    let checks = figures::verdict(ideal, &figures.schemes);
+    n.summary(&evidence::summary(&figures));
+    let report = LabReport::new(Rehash::NAME, expected, checks.shown(), &figures)?
+        .with_measured(&timings)?;
+    n.verdict(&report, &checks);
+    Ok(report)
+}
+
+/// The same change with the plan's heavy node at twice the capacity, before and after; and the
+/// lookup times of that comparison.
+fn weighted(
+    n: &mut Narrator,
+    plan: &Plan,
+    specs: &[Spec],
+    keys: &KeySet,
+    salt: u64,
+) -> Result<(Weighted, Vec<LookupTime>), LabError> {
+    let from = plan
+        .from
+        .with_weight(plan.heavy, HEAVY_WEIGHT)
+        .map_err(scheme_error)?;
+    let to = plan
+        .to
+        .with_weight(plan.heavy, HEAVY_WEIGHT)
+        .map_err(scheme_error)?;
+    let expected_share = f64::from(HEAVY_WEIGHT) / to.total_weight() as f64;
+    let ideal = ideal_moved_fraction(&from, &to);
+    weighted_opening(n, plan.heavy, HEAVY_WEIGHT, expected_share, ideal);
+    let (measured, refused) = measure_all(n, specs, &from, &to, keys, salt);
+    evidence::weighted_evidence(n, plan.heavy, &measured, &refused, expected_share, ideal);
+    let round = crate::lab::report::round;
+    let lookups = measured
+        .iter()
+        .map(|(spec, m)| LookupTime::new(*spec, m))
+        .collect();
+    let weighted = Weighted {
+        node: node_name(plan.heavy),
+        weight: HEAVY_WEIGHT,
+        expected_share: round(expected_share, 6),
+        ideal_moved_fraction: round(ideal, 6),
+        schemes: measured
+            .iter()
+            .map(|(spec, m)| WeightedRow {
+                row: SchemeRow::new(*spec, m),
+                heavy_share: round(m.share_of(plan.heavy), 6),
+            })
+            .collect(),
+        refused,
+    };
+    Ok((weighted, lookups))
+}
 
 /// The sources' mod N cases (source 004's 3 to 4; source 003's 4 to 5, 10 to 11 and the memcached
 /// tier's 8 to 7) and this run's change, if it is not one of them.
@@ -150,115 +298,6 @@ pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
     });
 }
 
-pub fn lineup_evidence(
-    n: &mut Narrator,
-    plan: &Plan,
-    measured: &[(Spec, Measurement)],
-    refused: &[Refusal],
-    ideal: f64,
-    law: &[SpreadLaw],
-    tags: &[HashTag],
-) {
-    n.answer();
-    let mut table = Table::new(&[
-        ("scheme", Align::Left),
-        ("moved", Align::Right),
-        ("between survivors", Align::Right),
-        ("max/avg", Align::Right),
-        ("stddev/avg", Align::Right),
-        ("lookup", Align::Right),
-        ("state", Align::Right),
-    ]);
-    for (spec, m) in measured {
-        table.row([
-            spec.label(),
-            percent(m.moved_fraction()),
-            percent(m.moved_between_survivors_fraction()),
-            format!("{:.3}", m.spread.max_over_avg),
-            percent(m.spread.stddev_over_avg),
-            format!("{:.0} ns", m.lookup_ns),
-            bytes(m.state_bytes),
-        ]);
-    }
-    n.table(&table);
-    say_refusals(n, refused);
-    n.say(&format!(
-        "moved: keys whose node changed (at least {}); between survivors: moves between two nodes there \
-         before and after, never needed; lookup: time per key here; max/avg, stddev/avg: keys per node:",
-        percent(ideal)
-    ));
-    node_loads(n, plan, measured);
-    hash_tags(n, tags);
-    ring_notes(n, law);
-}
-
-/// Redis Cluster's hash-tag rule, on the lab's first key: what is hashed, and the slot.
-fn hash_tags(n: &mut Narrator, tags: &[HashTag]) {
-    let [key, tagged, tagged_too, untagged, empty] = tags else {
-        return;
-    };
-    n.say(&format!(
-        "Redis hashes the tag: with K = {}, {} and {} are slots {} and {} as K is {}; {} (no tag) is \
-         {}, {} (empty braces: no tag) {}.",
-        key.key,
-        tagged.key.replace(&key.key, "K"),
-        tagged_too.key.replace(&key.key, "K"),
-        tagged.slot,
-        tagged_too.slot,
-        key.slot,
-        untagged.key.replace(&key.key, "K"),
-        untagged.slot,
-        empty.key,
-        empty.slot
-    ));
-}
-
-/// Keys per node after the change, one column per scheme: the spread columns, in detail.
-fn node_loads(n: &mut Narrator, plan: &Plan, measured: &[(Spec, Measurement)]) {
-    let labels: Vec<String> = measured.iter().map(|(spec, _)| spec.short()).collect();
-    let mut columns = vec![("node", Align::Left)];
-    columns.extend(labels.iter().map(|l| (l.as_str(), Align::Right)));
-    let mut table = Table::new(&columns);
-    for (i, id) in plan.to.ids().enumerate().take(NODES_SHOWN) {
-        let mut row = vec![node_name(id)];
-        row.extend(measured.iter().map(|(_, m)| m.loads[i].keys.to_string()));
-        table.row(row);
-    }
-    n.table(&table);
-    if plan.to.len() > NODES_SHOWN {
-        n.say(&format!("(first {NODES_SHOWN} of {} nodes)", plan.to.len()));
-    }
-}
-
-fn ring_notes(n: &mut Narrator, law: &[SpreadLaw]) {
-    if law.is_empty() {
-        return;
-    }
-    let mut table = Table::new(&[
-        ("tokens per node", Align::Right),
-        ("this ring", Align::Right),
-        ("mean of placements", Align::Right),
-        ("1/sqrt(v)", Align::Right),
-    ]);
-    for l in law {
-        table.row([
-            l.vnodes.to_string(),
-            percent(l.this_ring),
-            percent(l.mean_stddev_over_avg),
-            percent(l.one_over_sqrt_v),
-        ]);
-    }
-    n.say(&format!(
-        "A ring's spread falls as 1/sqrt(v), and one ring's is a draw: the mean over {} token placements:",
-        law[0].placements
-    ));
-    n.table(&table);
-    n.say(
-        "Source 003's rule of thumb: 200,000 keys, a fifth node added to four, expect about 20 % moved and \
-         5-8 % spread; 40 % moved means it is not really a ring, 30 % spread means too few tokens.",
-    );
-}
-
 pub fn jump_limit(n: &mut Narrator, probe: &JumpProbe) {
     let about = format!(
         "{} fails. It is bucket {} of {}, not the last, and jump hash numbers its buckets 0 to n-1.",
@@ -306,200 +345,6 @@ pub fn weighted_opening(n: &mut Narrator, heavy: NodeId, weight: u32, share: f64
     });
 }
 
-pub fn weighted_evidence(
-    n: &mut Narrator,
-    heavy: NodeId,
-    measured: &[(Spec, Measurement)],
-    refused: &[Refusal],
-    share: f64,
-    ideal: f64,
-) {
-    n.answer();
-    let heavy_column = format!("{} share", node_name(heavy));
-    let mut table = Table::new(&[
-        ("scheme", Align::Left),
-        (heavy_column.as_str(), Align::Right),
-        ("moved", Align::Right),
-        ("between survivors", Align::Right),
-        ("max/avg", Align::Right),
-        ("stddev/avg", Align::Right),
-    ]);
-    for (spec, m) in measured {
-        table.row([
-            spec.label(),
-            percent(m.share_of(heavy)),
-            percent(m.moved_fraction()),
-            percent(m.moved_between_survivors_fraction()),
-            format!("{:.3}", m.spread.max_over_avg),
-            percent(m.spread.stddev_over_avg),
-        ]);
-    }
-    n.table(&table);
-    say_refusals(n, refused);
-    n.say(&format!(
-        "Fair share {}, minimum move {}; spread is per unit of capacity, so a node of weight 2 holding \
-         twice the keys counts as even.",
-        percent(share),
-        percent(ideal)
-    ));
-}
-
-fn say_refusals(n: &mut Narrator, refused: &[Refusal]) {
-    let lines: Vec<report::LogLine> = refused
-        .iter()
-        .map(|r| refusal(format!("{}: refused: {}", r.scheme, r.reason)))
-        .collect();
-    if !lines.is_empty() {
-        n.log(lines);
-    }
-}
-
-/// A scheme's own answer to a change it cannot express, set off as a log line.
-fn refusal(text: String) -> report::LogLine {
-    report::LogLine {
-        at: None,
-        level: report::Level::Error,
-        source: None,
-        text,
-    }
-}
-
-pub fn summary(f: &Figures) -> Summary {
-    let mut happened = Vec::new();
-    if let Some(m) = f.schemes.iter().find(|r| r.scheme == "mod-n") {
-        happened.push(format!(
-            "mod N moved {} of {} keys going from {} to {} nodes; {} of all keys moved between \
-             nodes that were there before and after.",
-            percent(m.moved_fraction),
-            thousands(f.keys as u64),
-            f.from,
-            f.to,
-            percent(m.moved_between_survivors)
-        ));
-    }
-    let max_vnodes = f.schemes.iter().filter_map(|r| r.vnodes).max();
-    let judged: Vec<&SchemeRow> = f.schemes.iter().filter(|r| r.judged(max_vnodes)).collect();
-    let moved = judged.iter().map(|r| r.moved_fraction);
-    if let (Some(lo), Some(hi)) = (moved.clone().reduce(f64::min), moved.reduce(f64::max)) {
-        let needless: Vec<String> = judged
-            .iter()
-            .filter(|r| r.moved_between_survivors > 0.0)
-            .map(|r| r.name())
-            .collect();
-        happened.push(format!(
-            "The consistent schemes moved between {} and {}, against a minimum of {}; {}.",
-            percent(lo),
-            percent(hi),
-            percent(f.ideal_moved_fraction),
-            if needless.is_empty() {
-                "none moved a key between two nodes that stayed".to_string()
-            } else {
-                format!(
-                    "{} moved keys between nodes that stayed",
-                    needless.join(", ")
-                )
-            }
-        ));
-    }
-    let few_tokens: Vec<String> = f
-        .schemes
-        .iter()
-        .filter(|r| r.scheme == "ring" && !r.judged(max_vnodes))
-        .map(|r| {
-            format!(
-                "{} token{}: {} moved, spread {}",
-                r.vnodes.unwrap_or(0),
-                if r.vnodes == Some(1) { "" } else { "s" },
-                percent(r.moved_fraction),
-                percent(r.stddev_over_avg)
-            )
-        })
-        .collect();
-    if !few_tokens.is_empty() {
-        happened.push(format!(
-            "Rings with fewer tokens per node ({}): \
-             with few tokens, what changes hands is a handful of random arcs.",
-            few_tokens.join("; ")
-        ));
-    }
-    if let Some(probe) = f.jump_middle_removal.as_ref().filter(|p| p.refused) {
-        happened.push(format!(
-            "Jump hash refused to remove bucket {} of {}.",
-            probe.bucket, probe.buckets
-        ));
-    }
-    let w = &f.weighted;
-    let shares: Vec<String> = w
-        .schemes
-        .iter()
-        .filter(|r| r.row.judged(max_vnodes))
-        .map(|r| format!("{} {}", r.row.name(), percent(r.heavy_share)))
-        .collect();
-    let refused: Vec<&str> = w.refused.iter().map(|r| r.scheme).collect();
-    happened.push(format!(
-        "With {} at twice the capacity (fair share {}): {}{}.",
-        w.node,
-        percent(w.expected_share),
-        shares.join(", "),
-        if refused.is_empty() {
-            String::new()
-        } else {
-            format!("; {} refused weights", refused.join(" and "))
-        }
-    ));
-
-    Summary {
-        happened,
-        why: vec![
-            "mod N ties the divisor to the node count: a key stays only when h % N == h % M, about \
-             1/(N+1) of keys from N to N+1, so N/(N+1) move, most of them between nodes that did not \
-             change (source 003, section 3.3)."
-                .into(),
-            "A ring token takes only the arc before it; with v tokens per node the arcs average out and \
-             the spread falls as 1/sqrt(v) (source 003, section 4; source 004)."
-                .into(),
-            "Rendezvous moves a key only when the new node outscores its owner; jump hash only to the \
-             new last bucket; fixed slots never re-hash a key, only entries of the placement table move."
-                .into(),
-        ],
-        what_to_do: vec![
-            "Never route by hash % node count. Decouple slots from nodes: fixed slots or partitions, \
-             created with headroom (x3 to x5 in Kafka, source 003, section 3.4), because changing their \
-             number is mod N again (lab partitions)."
-                .into(),
-            "With a ring, use enough tokens (Cassandra: 16 since 4.0, 256 before) and test it: 200,000 \
-             keys, add a fifth node to four, expect about 20 % moved and 5-8 % spread."
-                .into(),
-            "Rendezvous for small clusters and replica lists (its ranking is a preference list); jump \
-             hash for numbered logical buckets behind a directory; weights where nodes differ."
-                .into(),
-            "Routing is not data: a new ring needs a migration protocol (source 004: copy, catch up, block \
-             writes briefly, switch with a ring version, old owners refuse stale versions)."
-                .into(),
-        ],
-    }
-}
-
-fn keep_mark(kept: bool) -> String {
-    if kept { "kept" } else { "" }.to_string()
-}
-
-fn names(ids: &[NodeId]) -> String {
-    ids.iter()
-        .map(|&id| node_name(id))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Bytes for people: `48 B`, `15.0 KiB`, `1.2 MiB`.
-fn bytes(n: usize) -> String {
-    match n {
-        0..=1023 => format!("{n} B"),
-        1024..=1_048_575 => format!("{:.1} KiB", n as f64 / 1024.0),
-        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,12 +357,5 @@ mod tests {
             vec![(3, 4), (4, 5), (10, 11), (8, 7)]
         );
         assert_eq!(pairs(cycles_to_show(5, 3)).last(), Some(&(5, 3)));
-    }
-
-    #[test]
-    fn byte_sizes() {
-        assert_eq!(bytes(48), "48 B");
-        assert_eq!(bytes(15_360), "15.0 KiB");
-        assert_eq!(bytes(3 << 20), "3.0 MiB");
     }
 }

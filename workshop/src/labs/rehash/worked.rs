@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use super::figures::HashTag;
-use super::schemes::{
+use crate::kit::schemes::{
     hash_tag, redis_slot, Jump, Membership, ModN, NodeId, Ring, Scheme, SchemeError,
 };
 

@@ -21,15 +21,15 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::super::groups::GroupOffsets;
 use super::super::plan::{Timed, TICKS_PER_SECOND};
 use super::super::sketch::SpaceSaving;
 use super::super::traffic::{encode_seq, Mix, Traffic};
 use super::workers::{self, Done, OrderChecker, Shared, Store, Ticks, FAILED};
-use crate::deadline::{Deadline, Work};
+use crate::kit::offsets::GroupOffsets;
+use crate::lab::deadline::{Deadline, Work};
+use crate::lab::report::{thousands, LagRow, Narrator};
+use crate::lab::target::{self, broker_error, Cluster};
 use crate::lab::LabError;
-use crate::report::{thousands, LagRow, Narrator};
-use crate::target::{self, broker_error, Cluster};
 
 /// Counters of the hot-key detector: far more than the tenants that matter, far fewer than all.
 pub const DETECTOR_COUNTERS: usize = 64;
@@ -437,7 +437,7 @@ mod tests {
         };
         let started = tokio::time::Instant::now();
         let ran = run(&cluster, &Narrator::new(), spec).await;
-        crate::deadline::assert_too_slow(
+        crate::lab::deadline::assert_too_slow(
             ran.map(|_| ()),
             started.elapsed(),
             Duration::from_secs(94),

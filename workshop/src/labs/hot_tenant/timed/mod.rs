@@ -15,16 +15,16 @@ mod workers;
 use protocol::partitioner::partition_for_key;
 use serde::Serialize;
 
-use super::groups::lags;
 use super::model::max_over_avg;
 use super::plan::Timed;
-use super::reader::PartitionReader;
 use super::sketch::SpaceSaving;
 use super::traffic::{loads_by_tenant, sub_key, tenant_key, tenant_of_key, Mix};
 use super::verdict;
+use crate::kit::offsets::lags;
+use crate::kit::reader::PartitionReader;
+use crate::lab::report::{max_and_average, round, Checks, Narrator};
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use crate::report::{max_and_average, round, Checks, Narrator};
-use crate::target::Cluster;
 use flow::{RunOutcome, RunSpec};
 
 /// Tenants shown in the attribution of the hot partition's lag.

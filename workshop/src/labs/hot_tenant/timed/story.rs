@@ -6,10 +6,10 @@ use super::super::sketch::SpaceSaving;
 use super::super::traffic::tenant_key;
 use super::flow::{RunOutcome, Sample, DETECTOR_COUNTERS};
 use super::{Figures, LagShare, MorePartitions, TopEntry};
-use crate::report::{
+use crate::lab::report::{
     bar, max_and_average, percent, thousands, Align, Narrator, Phase, Summary, Table,
 };
-use crate::target::Cluster;
+use crate::lab::target::Cluster;
 
 pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
     n.say(&format!("Running against {}.", cluster.describe()));

@@ -16,17 +16,18 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::group::{GroupConfig, GroupConsumer};
-use client::{Client, ConsumerConfig, OffsetReset, Record, TopicPartition};
+use client::group::GroupConsumer;
+use client::{Client, Record, TopicPartition};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::super::plan::Timed;
-use super::super::reader::PartitionReader;
 use super::super::sketch::SpaceSaving;
 use super::super::traffic::{decode_seq, tenant_of_key};
+use crate::kit::group::manual_commit;
+use crate::kit::reader::PartitionReader;
+use crate::lab::target::broker_error;
 use crate::lab::LabError;
-use crate::target::broker_error;
 
 /// How long a fetch waits for new records before the worker looks at the clock again.
 const FETCH_WAIT: Duration = Duration::from_millis(50);
@@ -145,17 +146,8 @@ pub struct Shared {
 
 /// A member of `group`, subscribed to `topic`, committing only what it has processed.
 pub fn member(client: &Client, group: &str, topic: &str) -> Result<GroupConsumer, LabError> {
-    let mut config = GroupConfig::new(group);
-    // Members learn of a rebalance from their heartbeats: at Kafka's 3 s the eight members of a
-    // fresh group take seconds to settle, at 100 ms a fraction of one.
-    config.heartbeat_interval = HEARTBEAT;
-    config.auto_commit = false;
+    let mut config = manual_commit(group, HEARTBEAT, FETCH_WAIT);
     config.max_poll_records = MAX_POLL_RECORDS;
-    config.consumer = ConsumerConfig {
-        max_wait: FETCH_WAIT,
-        auto_offset_reset: OffsetReset::Earliest,
-        ..ConsumerConfig::default()
-    };
     let mut member = GroupConsumer::new(client.clone(), config)
         .map_err(|e| broker_error(&format!("creating a member of group {group}"), &e))?;
     member

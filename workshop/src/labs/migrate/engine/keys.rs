@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::labs::rehash::schemes::{key_hash, NodeId};
+use crate::kit::schemes::{key_hash, NodeId};
 
 /// Source 004's ring: positions 0 to 99, wrapping past 99 to 0.
 pub const RING_POSITIONS: u64 = 100;

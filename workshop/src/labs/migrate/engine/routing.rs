@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::{bucket_of, bucket_route_key, position, RowKey, ShardId, RING_POSITIONS};
 use super::machine::MigrationRecord;
-use crate::labs::rehash::schemes::Ring;
+use crate::kit::schemes::Ring;
 
 /// A shard's position on the ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{CommandId, LabTime, RowKey, Scope, ShardId};
-use crate::labs::rehash::schemes::key_hash;
+use crate::kit::schemes::key_hash;
 
 /// What a command does to a row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

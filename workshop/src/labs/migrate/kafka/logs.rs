@@ -17,12 +17,12 @@ use client::{
 };
 use tokio::runtime::Runtime;
 
+use crate::lab::target::{self, broker_error};
 use crate::lab::LabError;
 use crate::labs::migrate::engine::backend::{Backend, Reader};
 use crate::labs::migrate::engine::keys::ShardId;
 use crate::labs::migrate::engine::routing::{RoutingRecord, RoutingState};
 use crate::labs::migrate::engine::store::Change;
-use crate::target::{self, broker_error};
 
 use super::Limit;
 

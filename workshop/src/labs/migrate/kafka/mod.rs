@@ -15,10 +15,10 @@ use super::engine::world::World;
 use super::plan::Plan;
 use super::scenario::{self, Run, Scenario, COMMAND_PARTITIONS};
 use super::traffic::Traffic;
-use crate::deadline::{Deadline, Work};
+use crate::lab::deadline::{Deadline, Work};
+use crate::lab::report::Progress;
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use crate::report::Progress;
-use crate::target::Cluster;
 use logs::{KafkaLogs, Topics};
 use service::{Placed, Service};
 
@@ -187,12 +187,12 @@ async fn lag(cluster: &Cluster, group: &str, topic: &str) -> Result<i64, LabErro
         .admin()
         .group_lag(group)
         .await
-        .map_err(|e| crate::target::broker_error(&what, &e))?;
+        .map_err(|e| crate::lab::target::broker_error(&what, &e))?;
     let ends = cluster
         .admin()
         .list_offsets(topic, client::OffsetSpec::Latest)
         .await
-        .map_err(|e| crate::target::broker_error(&what, &e))?;
+        .map_err(|e| crate::lab::target::broker_error(&what, &e))?;
     Ok(ends
         .iter()
         .map(|end| {
@@ -241,7 +241,7 @@ mod tests {
         let plan = default_plan();
         let profiles = traffic::profiles(&plan, 5);
         let (tenant, faults) = traffic::tenant(&plan, 5);
-        let n = crate::report::Narrator::new();
+        let n = crate::lab::report::Narrator::new();
         let ran = (|| {
             let writing = Commands::work(&profiles) + Commands::work(&tenant);
             let deadline = Deadline::start("writing", writing);
@@ -281,11 +281,11 @@ mod tests {
 
     #[test]
     fn on_kafka_a_run_decides_what_it_decides_in_memory() {
-        let rt = crate::target::runtime().unwrap();
+        let rt = crate::lab::target::runtime().unwrap();
         let cluster = rt
             .block_on(Cluster::open(
                 &Target::Embedded,
-                &crate::stop::Stop::never(),
+                &crate::lab::stop::Stop::never(),
                 "test",
             ))
             .unwrap();
@@ -325,7 +325,7 @@ mod tests {
     /// and finds every record the run wrote, as the same run in memory does.
     #[test]
     fn the_log_cleaner_leaves_the_audit_its_whole_routing_trail() {
-        let rt = crate::target::runtime().unwrap();
+        let rt = crate::lab::target::runtime().unwrap();
         let config = broker::BrokerConfig {
             log_cleaner_backoff: std::time::Duration::from_millis(10),
             ..broker::BrokerConfig::default()

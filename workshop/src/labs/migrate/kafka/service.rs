@@ -7,29 +7,29 @@
 //! the beginning, so every run sees the same commands at the same offsets.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use client::{
-    Client, ClientConfig, ConsumerConfig, GroupConfig, GroupConsumer, OffsetReset, Producer,
-    ProducerRecord, Record, TopicPartition,
+    Client, ClientConfig, GroupConsumer, Producer, ProducerRecord, Record, TopicPartition,
 };
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Runtime;
-use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinHandle;
 
+use crate::kit::group::manual_commit;
+use crate::kit::members::{Members, View};
+use crate::lab::target::{self, broker_error};
 use crate::lab::LabError;
 use crate::labs::migrate::engine::keys::{CommandId, LabTime, RowKey};
 use crate::labs::migrate::engine::ledger::Source;
 use crate::labs::migrate::engine::store::{Command, Op};
 use crate::labs::migrate::scenario::Feed;
-use crate::target::{self, broker_error};
 
 use super::Limit;
 
 /// Members learn of rebalances from heartbeats: often, so the group forms quickly.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a member's fetch waits for commands it has not yet got.
+const FETCH_MAX_WAIT: Duration = Duration::from_millis(50);
 
 /// A command as its record's value carries it (the key is the row key).
 #[derive(Debug, Serialize, Deserialize)]
@@ -82,7 +82,7 @@ pub async fn produce(
     Ok(placed)
 }
 
-fn decode(record: &Record) -> Result<Command, String> {
+fn decode(_: &TopicPartition, record: &Record) -> Result<Command, String> {
     let key = std::str::from_utf8(record.key.as_deref().unwrap_or_default())
         .map_err(|_| "a key that is not UTF-8".to_string())?;
     let key: RowKey = key.parse()?;
@@ -96,20 +96,6 @@ fn decode(record: &Record) -> Result<Command, String> {
     })
 }
 
-/// What the members show the lab.
-#[derive(Debug, Default)]
-struct Shared {
-    /// Each member's partitions and generation, once it has joined.
-    owned: Vec<(Vec<i32>, i32)>,
-    fetched: BTreeMap<(i32, i64), Result<Command, String>>,
-    failed: Option<String>,
-}
-
-enum Order {
-    Commit(BTreeMap<TopicPartition, i64>),
-    Leave,
-}
-
 /// The service's consumer group, feeding a run its commands.
 pub struct Service<'r> {
     rt: &'r Runtime,
@@ -118,10 +104,7 @@ pub struct Service<'r> {
     limit: Limit<'r>,
     topic: String,
     group: String,
-    shared: Arc<Mutex<Shared>>,
-    changed: Arc<Notify>,
-    orders: Vec<mpsc::UnboundedSender<Order>>,
-    tasks: Vec<JoinHandle<()>>,
+    members: Members<Result<Command, String>>,
     /// The commands in arrival order and where each is; the next one to hand out.
     placed: Placed,
     arrival: BTreeMap<CommandId, LabTime>,
@@ -143,53 +126,47 @@ impl<'r> Service<'r> {
         arrival: BTreeMap<CommandId, LabTime>,
         limit: Limit<'r>,
     ) -> Result<Self, LabError> {
-        let shared = Arc::new(Mutex::new(Shared {
-            owned: vec![(Vec::new(), -1); members],
-            ..Shared::default()
-        }));
-        let changed = Arc::new(Notify::new());
-        let mut orders = Vec::new();
-        let mut tasks = Vec::new();
+        let mut service = Members::new();
         // Each member's heartbeat runs on the lab's runtime.
         let _runtime = rt.enter();
         for i in 0..members {
             let mut member = config.clone();
             member.client_id = format!("{}-{}", config.client_id, i + 1);
             let connecting = async {
-                Client::connect(member)
+                Client::connect(member.clone())
                     .await
                     .map_err(|e| broker_error("connecting a service instance", &e))
             };
             let client = limit.block_on(rt, "connecting a service instance", connecting)?;
-            let mut consumer = GroupConsumer::new(client, group_config(group))
-                .map_err(|e| broker_error("creating a group member", &e))?;
+            let mut consumer = GroupConsumer::new(
+                client,
+                manual_commit(group, HEARTBEAT_INTERVAL, FETCH_MAX_WAIT),
+            )
+            .map_err(|e| broker_error("creating a group member", &e))?;
             consumer
                 .subscribe([topic])
                 .map_err(|e| broker_error("subscribing", &e))?;
-            let (tx, rx) = mpsc::unbounded_channel();
-            orders.push(tx);
-            let (shared, changed) = (Arc::clone(&shared), Arc::clone(&changed));
-            tasks.push(rt.spawn(member_loop(i, consumer, rx, shared, changed)));
+            service.add(member.client_id.clone(), consumer, decode);
         }
         let service = Service {
             rt,
             limit,
             topic: topic.to_string(),
             group: group.to_string(),
-            shared,
-            changed,
-            orders,
-            tasks,
+            members: service,
             placed,
             arrival,
             next: 0,
         };
         let partitions = members as i32;
-        service.wait("forming", |s| {
-            let generations: Vec<i32> = s.owned.iter().map(|(_, g)| *g).collect();
-            let mut all: Vec<i32> = s.owned.iter().flat_map(|(p, _)| p.clone()).collect();
+        service.wait("forming", |views| {
+            let generations: Vec<i32> = views.iter().map(|v| v.generation).collect();
+            let mut all: Vec<i32> = views
+                .iter()
+                .flat_map(|v| v.owned.iter().map(|tp| tp.partition))
+                .collect();
             all.sort_unstable();
-            let one_each = s.owned.iter().all(|(p, _)| p.len() == 1);
+            let one_each = views.iter().all(|v| v.owned.len() == 1);
             let one_generation = generations.windows(2).all(|w| w[0] == w[1]);
             (one_each && one_generation && all == (0..partitions).collect::<Vec<_>>()).then_some(())
         })?;
@@ -198,12 +175,7 @@ impl<'r> Service<'r> {
 
     /// The members leave the group (so that it can be deleted), and their tasks end.
     pub fn leave(self) {
-        for tx in &self.orders {
-            let _ = tx.send(Order::Leave);
-        }
-        for task in self.tasks {
-            let _ = self.rt.block_on(task);
-        }
+        self.rt.block_on(self.members.leave());
     }
 
     /// Waits until `ready` finds what it looks for, re-checking whenever a member reports;
@@ -211,28 +183,16 @@ impl<'r> Service<'r> {
     fn wait<T>(
         &self,
         what: &str,
-        mut ready: impl FnMut(&mut Shared) -> Option<T>,
+        ready: impl FnMut(&mut Vec<View<Result<Command, String>>>) -> Option<T>,
     ) -> Result<T, LabError> {
         let doing = format!("waiting for group {} {what} on {}", self.group, self.topic);
         self.limit.block_on(self.rt, &doing, async {
-            loop {
-                let changed = self.changed.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                {
-                    let mut shared = lock(&self.shared);
-                    if let Some(failed) = &shared.failed {
-                        return Err(LabError::Broker(format!(
-                            "group {} {what}: a member stopped: {failed}",
-                            self.group
-                        )));
-                    }
-                    if let Some(found) = ready(&mut shared) {
-                        return Ok(found);
-                    }
-                }
-                changed.await;
-            }
+            self.members.wait(ready).await.map_err(|failed| {
+                LabError::Broker(format!(
+                    "group {} {what}: a member stopped: {failed}",
+                    self.group
+                ))
+            })
         })
     }
 }
@@ -246,8 +206,11 @@ impl Feed for Service<'_> {
                 break;
             }
             self.next += 1;
-            let fetched = self.wait("fetching its commands", |s| {
-                s.fetched.remove(&(source.partition, source.offset))
+            let tp = TopicPartition::new(&self.topic, source.partition);
+            let fetched = self.wait("fetching its commands", |views| {
+                views
+                    .iter_mut()
+                    .find_map(|v| v.fetched.get_mut(&tp)?.remove(&source.offset))
             })?;
             let cmd = fetched.map_err(|e| {
                 LabError::Broker(format!(
@@ -267,90 +230,17 @@ impl Feed for Service<'_> {
     }
 
     fn commit(&mut self, upto: &BTreeMap<i32, i64>) -> Result<(), LabError> {
-        let shared = lock(&self.shared);
-        for (member, (partitions, _)) in shared.owned.iter().enumerate() {
-            let offsets: BTreeMap<TopicPartition, i64> = partitions
+        let views = self.members.views();
+        for (member, view) in views.iter().enumerate() {
+            let offsets: BTreeMap<TopicPartition, i64> = view
+                .owned
                 .iter()
-                .filter_map(|p| {
-                    upto.get(p)
-                        .map(|o| (TopicPartition::new(&self.topic, *p), *o))
-                })
+                .filter_map(|tp| upto.get(&tp.partition).map(|o| (tp.clone(), *o)))
                 .collect();
             if !offsets.is_empty() {
-                let _ = self.orders[member].send(Order::Commit(offsets));
+                self.members.commit_unanswered(member, offsets);
             }
         }
         Ok(())
     }
-}
-
-/// Kafka's defaults, except: the lab commits what it handled (never what was only fetched);
-/// a new group starts at the beginning of the topic; frequent heartbeats (see above).
-fn group_config(group: &str) -> GroupConfig {
-    let mut config = GroupConfig::new(group);
-    config.auto_commit = false;
-    config.heartbeat_interval = HEARTBEAT_INTERVAL;
-    config.consumer = ConsumerConfig {
-        max_wait: Duration::from_millis(50),
-        auto_offset_reset: OffsetReset::Earliest,
-        ..ConsumerConfig::default()
-    };
-    config
-}
-
-async fn member_loop(
-    index: usize,
-    mut consumer: GroupConsumer,
-    mut orders: mpsc::UnboundedReceiver<Order>,
-    shared: Arc<Mutex<Shared>>,
-    changed: Arc<Notify>,
-) {
-    loop {
-        while let Ok(order) = orders.try_recv() {
-            match order {
-                Order::Commit(offsets) => {
-                    if let Err(e) = consumer.commit_offsets_sync(offsets).await {
-                        tracing::warn!(%e, "a service instance could not commit");
-                    }
-                }
-                Order::Leave => {
-                    if let Err(e) = consumer.close().await {
-                        tracing::warn!(%e, "a service instance leaving its group");
-                    }
-                    return;
-                }
-            }
-        }
-        let polled = consumer.poll().await;
-        {
-            let mut shared = lock(&shared);
-            match polled {
-                Ok(parts) => {
-                    let partitions = consumer
-                        .assignment()
-                        .iter()
-                        .map(|tp| tp.partition)
-                        .collect();
-                    shared.owned[index] = (partitions, consumer.generation().id);
-                    for part in parts {
-                        for record in &part.records {
-                            let key = (part.partition, record.offset);
-                            shared.fetched.insert(key, decode(record));
-                        }
-                    }
-                }
-                Err(e) => shared.failed = Some(e.to_string()),
-            }
-        }
-        changed.notify_waiters();
-        if lock(&shared).failed.is_some() {
-            return;
-        }
-    }
-}
-
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
