@@ -135,6 +135,13 @@ fn main() -> ExitCode {
         .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
         .init();
     let args = Args::parse();
+    // Read first: a parent that dies while the broker starts must not be missed.
+    #[cfg(unix)]
+    let parent = args
+        .exit_with_parent
+        .then(std::os::unix::process::parent_id);
+    #[cfg(not(unix))]
+    let parent = None;
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -142,10 +149,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(run(args))
+    runtime.block_on(run(args, parent))
 }
 
-async fn run(args: Args) -> ExitCode {
+/// `parent`: with --exit-with-parent, the parent's process id at start.
+async fn run(args: Args, parent: Option<u32>) -> ExitCode {
     let listen = match resolve(&args.listen).await {
         Ok(listen) => listen,
         Err(message) => {
@@ -222,7 +230,7 @@ async fn run(args: Args) -> ExitCode {
     }
     tokio::select! {
         () = wait_for_signal() => {}
-        () = parent_gone(args.exit_with_parent) => {
+        () = parent_gone(parent) => {
             tracing::info!("the process that started the broker is gone: stopping");
         }
     }
@@ -230,14 +238,13 @@ async fn run(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// With `watch`, returns once the parent process has gone: an orphan is re-parented (to init or
-/// a subreaper), so its parent's id changes. Looked at every 100 ms rather than asked of the
-/// kernel (Linux's PR_SET_PDEATHSIG fires when the parent *thread* ends, which a multi-threaded
-/// test runner does while it lives on).
-async fn parent_gone(watch: bool) {
+/// Returns once the process whose id was `parent` at start is no longer the parent: an orphan
+/// is re-parented (to init or a subreaper), so its parent's id changes. Looked at every 100 ms
+/// rather than asked of the kernel (Linux's PR_SET_PDEATHSIG fires when the parent *thread*
+/// ends, which a multi-threaded test runner does while it lives on). Never, without a parent.
+async fn parent_gone(parent: Option<u32>) {
     #[cfg(unix)]
-    if watch {
-        let parent = std::os::unix::process::parent_id();
+    if let Some(parent) = parent {
         let mut every = tokio::time::interval(std::time::Duration::from_millis(100));
         loop {
             every.tick().await;
@@ -247,7 +254,7 @@ async fn parent_gone(watch: bool) {
         }
     }
     #[cfg(not(unix))]
-    let _ = watch;
+    let _ = parent;
     std::future::pending::<()>().await
 }
 

@@ -147,7 +147,7 @@ fn the_metrics_address_is_printed_like_the_listener() {
 #[test]
 fn with_exit_with_parent_a_killed_parent_leaves_no_broker() {
     let script = format!(
-        "'{}' --listen 127.0.0.1:0 --exit-with-parent & wait",
+        "'{}' --listen 127.0.0.1:0 --exit-with-parent & echo \"pid $!\"; wait",
         env!("CARGO_BIN_EXE_broker")
     );
     let mut parent = Command::new("sh")
@@ -158,21 +158,33 @@ fn with_exit_with_parent_a_killed_parent_leaves_no_broker() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(parent.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: std::net::SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    // The shell's "pid N" and the broker's line, in either order.
+    let mut stdout = BufReader::new(parent.stdout.take().unwrap());
+    let (mut pid, mut addr) = (None, None);
+    while pid.is_none() || addr.is_none() {
+        let mut line = String::new();
+        assert_ne!(
+            stdout.read_line(&mut line).unwrap(),
+            0,
+            "the broker did not start"
+        );
+        let last = line.trim().rsplit(' ').next().unwrap().to_string();
+        match line.starts_with("pid ") {
+            true => pid = Some(last),
+            false => addr = Some(last.parse::<std::net::SocketAddr>().unwrap()),
+        }
+    }
+    let (pid, addr) = (pid.unwrap(), addr.unwrap());
     assert!(std::net::TcpStream::connect(addr).is_ok(), "it serves");
     parent.kill().unwrap();
     parent.wait().unwrap();
-    // Polled until it refuses; a minute without that is a broker left behind.
+    // Polled until it refuses; a minute of serving is a broker left behind (then stopped here).
     let started = std::time::Instant::now();
     while std::net::TcpStream::connect(addr).is_ok() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the broker outlived its parent"
-        );
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = Command::new("kill").arg(&pid).status();
+            panic!("the broker outlived its parent");
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

@@ -32,7 +32,8 @@ def my_service(addr):
 
 
 def test_every_order_gets_a_receipt_in_order():
-    broker = subprocess.Popen([BROKER, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    broker = subprocess.Popen([BROKER, "--listen", "127.0.0.1:0", "--exit-with-parent"],
+                              stdout=subprocess.PIPE, text=True)
     addr = broker.stdout.readline().split()[-1]  # "broker listening on 127.0.0.1:PORT"
     try:
         for topic in ("orders", "receipts"):

@@ -312,14 +312,17 @@ fn describe_answer(
         let (assignment, subscription) = if consumer {
             let assignment = decode_assignment(&m.member_assignment)
                 .map_err(|reason| decode_error("assignment", reason))?;
-            // Empty metadata is a member the coordinator describes without it (Kafka sends it
-            // only for the protocol in use).
-            let subscription = if m.member_metadata.is_empty() {
-                Vec::new()
-            } else {
-                decode_subscription(&m.member_metadata)
-                    .map_err(|reason| decode_error("subscription", reason))?
-                    .topics
+            // Only a help to count the topics a member waits for (Kafka's admin never decodes
+            // it): metadata absent, or of a subscription version this client does not know, is
+            // no subscription rather than a failed describe.
+            let subscription = match decode_subscription(&m.member_metadata) {
+                Ok(subscription) => subscription.topics,
+                Err(reason) => {
+                    if !m.member_metadata.is_empty() {
+                        tracing::debug!(member = %m.member_id, reason, "subscription not read");
+                    }
+                    Vec::new()
+                }
             };
             (assignment, subscription)
         } else {

@@ -13,7 +13,8 @@ const BROKER = process.env.BROKER || 'target/release/broker'
 const CLIENT = process.env.CLIENT || 'target/release/client'
 
 async function startBroker() {
-  const broker = spawn(BROKER, ['--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const broker = spawn(BROKER, ['--listen', '127.0.0.1:0', '--exit-with-parent'],
+    { stdio: ['ignore', 'pipe', 'ignore'] })
   const [line] = await createInterface({ input: broker.stdout })[Symbol.asyncIterator]().next()
     .then(r => [r.value])
   return { broker, addr: line.split(' ').pop() } // "broker listening on 127.0.0.1:PORT"
@@ -34,8 +35,9 @@ async function main() {
     await producer.send({ topic: 'orders', messages })
     await producer.disconnect()
 
-    // The service under test: here, a consumer of group billing that reads everything.
-    const consumer = kafka.consumer({ groupId: 'billing' })
+    // The service under test: here, a consumer of group billing that reads everything. kafkajs'
+    // disconnect() waits for the fetch in flight, up to maxWaitTimeInMs (5 s by default).
+    const consumer = kafka.consumer({ groupId: 'billing', maxWaitTimeInMs: 100 })
     await consumer.connect()
     await consumer.subscribe({ topic: 'orders', fromBeginning: true })
     await consumer.run({ eachMessage: async () => {} })
