@@ -17,6 +17,8 @@ const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 const TRANSACTIONAL_BIT: i16 = 0x10;
 const CONTROL_BIT: i16 = 0x20;
+/// KIP-534: the base timestamp holds the batch's delete horizon, set by the log cleaner.
+pub const DELETE_HORIZON_BIT: i16 = 0x40;
 
 /// The header fields of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +119,13 @@ impl BatchHeader {
 
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_BIT != 0
+    }
+
+    /// When the log cleaner may drop the batch's tombstones (KIP-534): set by the first
+    /// cleaning that kept one, in the base timestamp, so it travels with the batch (to disk,
+    /// across restarts, to replicas); the records' deltas are relative to it then.
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_BIT != 0).then_some(self.base_timestamp)
     }
 
     /// The sequence of the batch's last record, wrapping past `i32::MAX` to 0 as Kafka does.

@@ -309,18 +309,60 @@ fn check_plain(mut records: &[u8], count: i32) -> Result<(), RecordsError> {
 
 /// A zigzag varint of at most 5 bytes at the start of `data`, and its length.
 fn slice_varint(data: &[u8]) -> Result<(i64, usize), RecordsError> {
+    slice_zigzag(data, 5)
+}
+
+/// A zigzag varint of at most `max_bytes` bytes (5 for an int, 10 for a long) at the start of
+/// `data`, and its length.
+fn slice_zigzag(data: &[u8], max_bytes: usize) -> Result<(i64, usize), RecordsError> {
     let mut value: u64 = 0;
-    for (i, &b) in data.iter().take(5).enumerate() {
+    for (i, &b) in data.iter().take(max_bytes).enumerate() {
         value |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
             return Ok(((value >> 1) as i64 ^ -((value & 1) as i64), i + 1));
         }
     }
-    Err(if data.len() < 5 {
+    Err(if data.len() < max_bytes {
         RecordsError::PrematureEnd
     } else {
         RecordsError::Malformed("varint longer than its type")
     })
+}
+
+fn put_zigzag(out: &mut Vec<u8>, value: i64) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends to `out` the record `slice` of `records` with its timestamp delta replaced by
+/// `timestamp_delta`, and its length prefix re-encoded (a delta of another size changes the
+/// record's length). For a batch whose base timestamp changes, as when the log cleaner sets a
+/// delete horizon: each record keeps its own timestamp.
+pub fn put_restamped(
+    records: &[u8],
+    slice: &RecordSlice,
+    timestamp_delta: i64,
+    out: &mut Vec<u8>,
+) -> Result<(), RecordsError> {
+    let raw = records
+        .get(slice.raw.clone())
+        .ok_or(RecordsError::PrematureEnd)?;
+    let (_, length_len) = slice_varint(raw)?;
+    let body = &raw[length_len..];
+    let attributes = *body.first().ok_or(RecordsError::PrematureEnd)?;
+    let (_, delta_len) = slice_zigzag(&body[1..], 10)?;
+    let rest = &body[1 + delta_len..];
+    let mut restamped = Vec::with_capacity(body.len() + 10);
+    restamped.push(attributes);
+    put_zigzag(&mut restamped, timestamp_delta);
+    restamped.extend_from_slice(rest);
+    put_zigzag(out, restamped.len() as i64);
+    out.extend_from_slice(&restamped);
+    Ok(())
 }
 
 /// `(timestamp, offset)` of the first record of `batch` stamped at or after `timestamp`, as
@@ -407,6 +449,32 @@ mod tests {
         Codec::Lz4,
         Codec::Zstd,
     ];
+
+    #[test]
+    fn a_restamped_record_keeps_its_fields_and_takes_the_new_delta_and_length() {
+        let batch = encoded(&[100, 300, 200], Codec::None);
+        let records = &batch[crate::batch::HEADER_LEN..];
+        let slices = slice_records(records, 3).unwrap();
+        // From one byte of delta to nine (a base timestamp moved a day past the records).
+        let shift = -86_400_000_000_000;
+        let mut out = Vec::new();
+        for s in &slices {
+            put_restamped(records, s, s.timestamp_delta + shift, &mut out).unwrap();
+        }
+        let restamped = slice_records(&out, 3).unwrap();
+        assert!(out.len() > records.len());
+        for (before, after) in slices.iter().zip(&restamped) {
+            assert_eq!(after.timestamp_delta, before.timestamp_delta + shift);
+            assert_eq!(after.offset_delta, before.offset_delta);
+            assert_eq!(after.tombstone, before.tombstone);
+            let key = |r: &[u8], s: &RecordSlice| s.key.clone().map(|k| r[k].to_vec());
+            assert_eq!(key(&out, after), key(records, before));
+            // Past the key, the value and headers are the same bytes.
+            let tail =
+                |r: &[u8], s: &RecordSlice| r[s.key.clone().unwrap().end..s.raw.end].to_vec();
+            assert_eq!(tail(&out, after), tail(records, before));
+        }
+    }
 
     #[test]
     fn finds_the_first_record_at_or_after_a_time_in_every_codec() {

@@ -281,8 +281,9 @@ for step in cli-reset-read-by-kafka-python kafka-python-reset-seen-by-cli; do
 done
 
 # Kafka's semantics where a client reads them (issue 35): group offsets deleted with their topic
-# (confluent-kafka's group and admin, kafka-python's admin), read_committed lookups by time.
-for step in deleted-topic-offsets read-committed-by-time; do
+# (confluent-kafka's group and admin, kafka-python's admin), read_committed lookups by time, a
+# tombstone kept by its delete horizon.
+for step in deleted-topic-offsets read-committed-by-time tombstone-horizon; do
     scenario "semantics: $step" "$PYTHON" semantics_interop.py --bootstrap "$ADDR" --topic "interop-semantics-${step}-${RUN_ID}" "$step"
 done
 

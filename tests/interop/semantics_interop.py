@@ -11,13 +11,19 @@
   consumer's offsets_for_times(TS+5) finds no offset (-1, past the last stable offset), a
   read_uncommitted one finds offset 4 (the commit marker is 3); after the commit
   read_committed finds offset 4 too.
+- tombstone-horizon: on a compacted topic with delete.retention.ms one hour, key "a" is written
+  and deleted with timestamps a day old, then filler records make the log dirty. Once the
+  cleaner has dropped "a"'s value, confluent-kafka and kafka-python still read the delete at
+  offset 1 with its own timestamp: Kafka keeps a tombstone for delete.retention.ms from the
+  first cleaning that sees it (KIP-534's delete horizon, stamped in the batch), not by its age.
 """
 
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
 
 import interop_common as c
 from interop_common import check, check_eq
@@ -136,8 +142,66 @@ def read_committed_by_time(bootstrap, topic):
     return "read_committed found no offset past the open transaction (read_uncommitted: 4), then 4 once committed"
 
 
+DAY_MS = 86_400_000
+
+
+def _read_all(bootstrap, topic):
+    """Every record of partition 0 as (offset, key, value, timestamp), read to the end."""
+    cons = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                     "enable.auto.commit": False, "enable.partition.eof": True})
+    cons.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        m = cons.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                break
+            raise c.Fail(f"consume: {m.error()}")
+        got.append((m.offset(), m.key(), m.value(), m.timestamp()[1]))
+    cons.close()
+    return got
+
+
+def tombstone_horizon(bootstrap, topic):
+    admin = _admin(bootstrap)
+    config = {"cleanup.policy": "compact", "delete.retention.ms": "3600000",
+              "min.cleanable.dirty.ratio": "0.01", "internal.segment.bytes": "1000"}
+    _wait(admin.create_topics([NewTopic(topic, 1, 1, config=config)]), "create_topics")
+    old = int(time.time() * 1000) - DAY_MS
+    prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    prod.produce(topic, key=b"a", value=b"1", partition=0, timestamp=old - 1)
+    prod.flush(10)
+    prod.produce(topic, key=b"a", value=None, partition=0, timestamp=old)
+    prod.flush(10)
+    for i in range(40):
+        prod.produce(topic, key=b"f", value=f"v{i}".encode(), partition=0)
+        prod.flush(10)
+    deadline = time.monotonic() + 20
+    while True:
+        records = _read_all(bootstrap, topic)
+        if (records and records[0][0] != 0) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    check(records and records[0][0] != 0, "the cleaner never dropped the value of \"a\" (offset 0)")
+    deletes = [(o, t) for o, k, v, t in records if k == b"a" and v is None]
+    check_eq(deletes, [(1, old)], "confluent-kafka: the delete of \"a\" after cleaning")
+    kp = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                       consumer_timeout_ms=5000)
+    kp.assign([KpTopicPartition(topic, 0)])
+    kp.seek_to_beginning()
+    seen = [(m.offset, m.timestamp) for m in kp if m.key == b"a" and m.value is None]
+    kp.close()
+    check_eq(seen, [(1, old)], "kafka-python: the delete of \"a\" after cleaning")
+    return ("a day-old delete outlived the first cleaning (value of \"a\" dropped), read with its "
+            "timestamp by confluent-kafka and kafka-python")
+
+
 if __name__ == "__main__":
     c.run({
         "deleted-topic-offsets": deleted_topic_offsets,
         "read-committed-by-time": read_committed_by_time,
+        "tombstone-horizon": tombstone_horizon,
     }, __doc__)

@@ -5,6 +5,8 @@
 //! again, so a log with more keys than the buffer holds was never cleaned past its first
 //! batches, and emptied segments stayed.)
 
+use std::path::Path;
+
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use tests::*;
@@ -133,4 +135,91 @@ fn segment_files(dir: &std::path::Path) -> usize {
         }
     }
     count
+}
+
+/// Issue 35, item 2: a tombstone stamped long ago is kept for `delete.retention.ms` from the
+/// first cleaning that sees it (Kafka's delete horizon, KIP-534), not dropped by its own
+/// timestamp; on disk the horizon survives a restart. Each record keeps its timestamp.
+async fn a_tombstone_is_kept_until_the_delete_horizon_of_its_first_cleaning(dir: Option<&Path>) {
+    const HOUR_MS: i64 = 3_600_000;
+    let config = || dir.map_or_else(BrokerConfig::default, data_dir_config);
+    let mut broker = start_broker(config()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    // Three batches a segment on disk, so the tombstone's segment closes and can be cleaned.
+    let retention = HOUR_MS.to_string();
+    let configs = [
+        ("delete.retention.ms", retention.as_str()),
+        ("internal.segment.bytes", "300"),
+    ];
+    create_compacted(&mut client, &configs).await;
+    // "a" written, then deleted: both stamped at the epoch's first seconds, days before NOW_MS.
+    let produce_one = |key: &'static str, value: Option<&'static str>, at: i64| {
+        records_batch(&[(Some(key), value, at)], Compression::None, None, false)
+    };
+    let mut filler = 0;
+    let mut dirty_the_log = async |client: &mut RawClient| {
+        for _ in 0..3 {
+            filler += 1;
+            let batch = produce_one("f", Some("v"), 3_000 + filler);
+            assert_eq!(produce(client, "accounts", 0, batch, 9).await.error_code, 0);
+        }
+    };
+    for (value, at) in [(Some("1"), 1_000), (None, 2_000)] {
+        let batch = produce_one("a", value, at);
+        assert_eq!(
+            produce(&mut client, "accounts", 0, batch, 9)
+                .await
+                .error_code,
+            0
+        );
+    }
+    dirty_the_log(&mut client).await;
+    dirty_the_log(&mut client).await;
+    // The first cleaning drops "a"'s value and keeps the delete, with its own timestamp.
+    broker.maintain_logs(NOW_MS);
+    assert_eq!(tombstone_of_a(&mut client).await, Some((1, 2_000)));
+    // Half an hour later, still there; on disk, across a restart too.
+    dirty_the_log(&mut client).await;
+    broker.maintain_logs(NOW_MS + HOUR_MS / 2);
+    assert_eq!(tombstone_of_a(&mut client).await, Some((1, 2_000)));
+    if dir.is_some() {
+        drop(broker);
+        broker = start_broker(config()).await;
+        client = RawClient::connect(broker.addr()).await;
+        assert_eq!(tombstone_of_a(&mut client).await, Some((1, 2_000)));
+    }
+    // Once the horizon (the first cleaning's time plus delete.retention.ms) has passed, gone.
+    dirty_the_log(&mut client).await;
+    broker.maintain_logs(NOW_MS + HOUR_MS);
+    assert_eq!(tombstone_of_a(&mut client).await, None);
+    drop(broker);
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// The offset and timestamp of the delete of key "a", if a fetch still returns it.
+async fn tombstone_of_a(client: &mut RawClient) -> Option<(i64, i64)> {
+    let response = client.call(&fetch_request("accounts", 0, 0, 0), 12).await;
+    let mut data = response.responses[0].partitions[0]
+        .records
+        .clone()
+        .unwrap_or_default();
+    RecordBatchDecoder::decode_all(&mut data)
+        .unwrap()
+        .into_iter()
+        .flat_map(|b| b.records)
+        .find(|r| r.key.as_deref() == Some(b"a".as_slice()) && r.value.is_none())
+        .map(|r| (r.offset, r.timestamp))
+}
+
+#[tokio::test]
+async fn a_tombstone_is_kept_until_the_delete_horizon_in_memory() {
+    a_tombstone_is_kept_until_the_delete_horizon_of_its_first_cleaning(None).await;
+}
+
+#[tokio::test]
+async fn a_tombstone_is_kept_until_the_delete_horizon_on_disk_across_a_restart() {
+    let dir = data_dir("cleaner-horizon");
+    a_tombstone_is_kept_until_the_delete_horizon_of_its_first_cleaning(Some(&dir)).await;
 }

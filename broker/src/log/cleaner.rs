@@ -1,6 +1,15 @@
 //! The log cleaner of a compacted topic (`cleanup.policy=compact`): keeps the last record of each
-//! key, drops tombstones (records with a null value) once `delete.retention.ms` has passed since
-//! they were written, and drops the records of aborted transactions.
+//! key, drops tombstones (records with a null value) once their batch's delete horizon has
+//! passed, and drops the records of aborted transactions.
+//!
+//! The delete horizon is Kafka's (KIP-534): the first cleaning that keeps a tombstone rewrites its
+//! batch with the horizon, that cleaning's time plus `delete.retention.ms`, in the base
+//! timestamp and the delete-horizon attribute bit, the records' timestamp deltas re-based so
+//! each keeps its own timestamp. A later cleaning past the horizon drops the tombstones. So a
+//! reader gets `delete.retention.ms` from the first cleaning to see a delete, however old the
+//! tombstone's own timestamp, and the horizon survives a restart because it is in the batch.
+//! (Tombstones went by their record timestamp, so a day-old delete vanished in the first
+//! cleaning.) Transaction markers are always kept.
 //!
 //! It runs from the broker's background task, never from a produce or a fetch, and one pass is
 //! bounded in memory: it streams the cleanable part of the log (below the last stable offset and
@@ -23,9 +32,10 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use protocol::batch::DELETE_HORIZON_BIT;
 use protocol::batch::{crc32c, BatchHeader, HEADER_LEN};
 use protocol::compression::Compression;
-use protocol::records::slice_records;
+use protocol::records::{put_restamped, slice_records};
 use tracing::{debug, warn};
 
 use super::txn_index::AbortedTxn;
@@ -460,7 +470,8 @@ struct Cleaning<'a> {
 }
 
 /// One batch after cleaning: the records kept are the last of their key, not aborted, and not a
-/// tombstone past `delete.retention.ms`.
+/// tombstone past its batch's delete horizon; a batch that keeps a tombstone and has no horizon
+/// yet is rewritten with one.
 fn clean_batch(
     data: &Bytes,
     latest: &OffsetMap,
@@ -486,16 +497,12 @@ fn clean_batch(
     let Ok(slices) = slice_records(&body, header.record_count) else {
         return kept(Outcome::Kept(data.clone()), stats);
     };
-    let tombstone_cutoff = now_ms.saturating_sub(plan.delete_retention_ms);
+    // Kafka's LogCleaner drops a tombstone only once its batch's horizon has passed.
+    let tombstones_expired = header.delete_horizon().is_some_and(|h| now_ms >= h);
     let survivors: Vec<_> = slices
         .iter()
         .filter(|s| {
             let offset = header.base_offset + i64::from(s.offset_delta);
-            let timestamp = if header.log_append_time() {
-                header.max_timestamp
-            } else {
-                header.base_timestamp.saturating_add(s.timestamp_delta)
-            };
             // A key the map does not hold has no newer record in the dirty part: this one, in
             // the part cleaned before, is its last.
             let last_of_key = s.key.as_ref().is_some_and(|k| {
@@ -505,33 +512,56 @@ fn clean_batch(
             });
             let aborted =
                 header.is_transactional() && is_aborted(&plan.aborted, header.producer_id, offset);
-            let expired_tombstone = s.tombstone && timestamp < tombstone_cutoff;
+            let expired_tombstone = s.tombstone && tombstones_expired;
             last_of_key && !aborted && !expired_tombstone
         })
         .collect();
     stats.records_removed += slices.len() - survivors.len();
-    if survivors.len() == slices.len() {
+    let sets_horizon = header.delete_horizon().is_none() && survivors.iter().any(|s| s.tombstone);
+    if survivors.len() == slices.len() && !sets_horizon {
         return kept(Outcome::Kept(data.clone()), stats);
     }
     if survivors.is_empty() {
         return Outcome::Removed;
     }
-    let mut records = Vec::with_capacity(body.len());
+    let horizon = sets_horizon.then(|| now_ms.saturating_add(plan.delete_retention_ms));
+    let mut records = Vec::with_capacity(body.len() + 10 * survivors.len());
     for s in &survivors {
-        records.extend_from_slice(&body[s.raw.clone()]);
+        match horizon.filter(|_| !header.log_append_time()) {
+            // The base timestamp becomes the horizon: each record's delta moves by as much.
+            Some(h) => {
+                let timestamp = header.base_timestamp.saturating_add(s.timestamp_delta);
+                if put_restamped(&body, s, timestamp.saturating_sub(h), &mut records).is_err() {
+                    return kept(Outcome::Kept(data.clone()), stats);
+                }
+            }
+            None => records.extend_from_slice(&body[s.raw.clone()]),
+        }
     }
-    match rebuild(data, &header, &records, survivors.len()) {
+    match rebuild(data, &header, &records, survivors.len(), horizon) {
         Some(batch) => kept(Outcome::Rewritten(batch), stats),
         None => kept(Outcome::Kept(data.clone()), stats),
     }
 }
 
 /// The batch `original` holding only `records` (uncompressed, `count` of them), compressed with
-/// its codec; its header is kept but for the record count, the length and the CRC.
-fn rebuild(original: &Bytes, header: &BatchHeader, records: &[u8], count: usize) -> Option<Bytes> {
+/// its codec; its header is kept but for the record count, the length, the CRC and, when
+/// given, the delete horizon (the attribute bit and the base timestamp).
+fn rebuild(
+    original: &Bytes,
+    header: &BatchHeader,
+    records: &[u8],
+    count: usize,
+    horizon: Option<i64>,
+) -> Option<Bytes> {
     let codec = Compression::from_attribute_bits(header.attributes)?;
     let mut batch = BytesMut::with_capacity(HEADER_LEN + records.len());
     batch.put_slice(&original[..HEADER_LEN]);
+    if let Some(horizon) = horizon {
+        let attributes = header.attributes | DELETE_HORIZON_BIT;
+        batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+        batch[27..35].copy_from_slice(&horizon.to_be_bytes());
+    }
     codec.compress(records, &mut batch).ok()?;
     let batch_length = i32::try_from(batch.len() - 12).ok()?;
     batch[8..12].copy_from_slice(&batch_length.to_be_bytes());
