@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 use tests::*;
 
 async fn create_compacted(client: &mut RawClient, extra: &[(&str, &str)]) {
@@ -35,7 +35,8 @@ async fn produce_updates(client: &mut RawClient) {
     }
 }
 
-async fn offsets_left(client: &mut RawClient) -> Vec<i64> {
+/// Every record a fetch of "accounts" from offset 0 returns.
+async fn records_left(client: &mut RawClient) -> Vec<Record> {
     let response = client.call(&fetch_request("accounts", 0, 0, 0), 12).await;
     let mut data = response.responses[0].partitions[0]
         .records
@@ -45,6 +46,13 @@ async fn offsets_left(client: &mut RawClient) -> Vec<i64> {
         .unwrap()
         .into_iter()
         .flat_map(|b| b.records)
+        .collect()
+}
+
+async fn offsets_left(client: &mut RawClient) -> Vec<i64> {
+    records_left(client)
+        .await
+        .iter()
         .map(|r| r.offset)
         .collect()
 }
@@ -200,15 +208,9 @@ async fn a_tombstone_is_kept_until_the_delete_horizon_of_its_first_cleaning(dir:
 
 /// The offset and timestamp of the delete of key "a", if a fetch still returns it.
 async fn tombstone_of_a(client: &mut RawClient) -> Option<(i64, i64)> {
-    let response = client.call(&fetch_request("accounts", 0, 0, 0), 12).await;
-    let mut data = response.responses[0].partitions[0]
-        .records
-        .clone()
-        .unwrap_or_default();
-    RecordBatchDecoder::decode_all(&mut data)
-        .unwrap()
+    records_left(client)
+        .await
         .into_iter()
-        .flat_map(|b| b.records)
         .find(|r| r.key.as_deref() == Some(b"a".as_slice()) && r.value.is_none())
         .map(|r| (r.offset, r.timestamp))
 }
