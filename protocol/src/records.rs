@@ -329,13 +329,14 @@ fn slice_zigzag(data: &[u8], max_bytes: usize) -> Result<(i64, usize), RecordsEr
     })
 }
 
-fn put_zigzag(out: &mut Vec<u8>, value: i64) {
+/// Writes `value` as a zigzag varint (a record's varint and varlong fields), at most 10 bytes.
+pub fn put_zigzag(out: &mut impl bytes::BufMut, value: i64) {
     let mut v = ((value << 1) ^ (value >> 63)) as u64;
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out.put_u8((v as u8) | 0x80);
         v >>= 7;
     }
-    out.push(v as u8);
+    out.put_u8(v as u8);
 }
 
 /// Appends to `out` the record `slice` of `records` with its timestamp delta replaced by

@@ -27,12 +27,7 @@ pub(crate) fn varint_len(v: i64) -> usize {
 }
 
 pub(crate) fn put_varint(buf: &mut BytesMut, v: i64) {
-    let mut z = zigzag(v);
-    while z >= 0x80 {
-        buf.put_u8((z as u8) | 0x80);
-        z >>= 7;
-    }
-    buf.put_u8(z as u8);
+    protocol::records::put_zigzag(buf, v);
 }
 
 fn opt_len(bytes: Option<&[u8]>) -> usize {
