@@ -87,6 +87,7 @@ pub struct Capture {
 impl Capture {
     /// In front of the current default subscriber.
     pub fn new(journals: Journals) -> Capture {
+        keep_interest_per_event();
         Capture {
             next: tracing::dispatcher::get_default(Dispatch::clone),
             journals,
@@ -133,6 +134,19 @@ impl Capture {
             );
         }
     }
+}
+
+/// Makes the group member's lines reach the capture whichever thread writes one first.
+///
+/// tracing caches each callsite's interest for the process. While a single dispatcher is
+/// registered, it computes that interest from the default of the thread that reaches the
+/// callsite first (tokio-rs/tracing#3611): another lab's member leaving on a thread without a
+/// capture (labs run side by side in tests) would make the line a no-op everywhere. With a
+/// second dispatcher alive for good, the interest of every callsite the capture wants becomes
+/// "sometimes" and each event asks its own thread's default.
+fn keep_interest_per_event() {
+    static SECOND: std::sync::OnceLock<Dispatch> = std::sync::OnceLock::new();
+    SECOND.get_or_init(|| Dispatch::new(tracing::subscriber::NoSubscriber::default()));
 }
 
 /// The events this subscriber takes: the group member's, at INFO and above.
@@ -276,6 +290,45 @@ mod tests {
         }
         fn enter(&self, _: &Id) {}
         fn exit(&self, _: &Id) {}
+    }
+
+    /// The client's line, from one callsite wherever it runs.
+    fn left_the_group(member_id: &str) {
+        tracing::info!(target: "client::group::member", group = %"billing", member_id,
+            reason = "the consumer is being closed", "left the group");
+    }
+
+    /// tracing caches a callsite's interest once, for the process. With a single dispatcher
+    /// registered, it asks the default of whichever thread reaches the callsite first: another
+    /// lab's member leaving on a thread without a capture (a test running beside this one) made
+    /// the line a no-op for the capture too, and the LeaveGroup vanished from the log.
+    #[test]
+    fn a_line_first_written_on_a_thread_without_a_capture_still_reaches_it() {
+        let journal = Journal::new("baseline", "billing", "payments", Clock::start());
+        journal.record(
+            Some("billing-3"),
+            JEvent::Joined {
+                generation: 1,
+                member_id: "billing-3-x".into(),
+                protocol: None,
+                partitions: vec![],
+            },
+        );
+        let journals = Journals::default();
+        journals.register(&journal);
+        let dispatch = Dispatch::new(Capture::new(journals));
+        tracing::dispatcher::with_default(&dispatch, || {
+            std::thread::spawn(|| left_the_group("elsewhere"))
+                .join()
+                .expect("the other thread");
+            left_the_group("billing-3-x");
+        });
+        let left = journal
+            .entries()
+            .into_iter()
+            .filter(|e| matches!(e.event, JEvent::Left { .. }))
+            .count();
+        assert_eq!(left, 1);
     }
 
     #[tokio::test(start_paused = true)]
