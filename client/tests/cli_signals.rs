@@ -315,3 +315,30 @@ async fn consume_reports_a_dead_broker_as_refused_before_its_timeout() {
     assert_eq!(code, Some(2), "{stderr:?}");
     assert_one_error_line(&stderr, &format!("no broker listening at {addr}"));
 }
+
+/// The same in a group: the member would look for its coordinator for ever (as Java's does),
+/// but the command checks that some broker still answers, and says the refusal within seconds,
+/// not after `--timeout` (a minute here, so waiting for it fails the test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_in_a_group_reports_a_dead_broker_as_refused_before_its_timeout() {
+    let b = broker_with_orders().await;
+    let args = [
+        "consume",
+        "orders",
+        "--group",
+        "billing",
+        "-f",
+        "%p:%o\\n",
+        "--timeout",
+        "60",
+    ];
+    let mut consume = Running::start(b.addr(), &args, false);
+    consume.stdout_until("2:8");
+    let addr = b.addr();
+    b.shutdown().await;
+    let (code, stderr, _) = tokio::task::spawn_blocking(|| consume.exit())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(2), "{stderr:?}");
+    assert_one_error_line(&stderr, &format!("no broker listening at {addr}"));
+}

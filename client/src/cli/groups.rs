@@ -20,6 +20,7 @@ use serde_json::json;
 use super::consume::ConsumeArgs;
 use super::format::Format;
 use super::json::{self, Output};
+use super::waiting::refused_for_good;
 use super::words::count;
 use super::{Failure, Waited, Waiting};
 
@@ -296,10 +297,11 @@ pub async fn consume_in_group(
         return Ok(());
     }
     config.allow_auto_create_topics = false;
+    let probe = client.clone();
     let mut member = GroupConsumer::new(client, config)?;
     member.subscribe([args.topic.as_str()])?;
     let format = args.output();
-    let printed = match consume_loop(&mut member, args, &format, waiting).await {
+    let printed = match consume_loop(&mut member, &probe, args, &format, waiting).await {
         LoopEnd::Unanswered(failure) => return Err(failure),
         LoopEnd::Printed(printed) => Ok(printed),
         LoopEnd::Failed(failure) => Err(failure),
@@ -329,6 +331,7 @@ enum LoopEnd {
 
 async fn consume_loop(
     member: &mut GroupConsumer,
+    probe: &Client,
     args: &ConsumeArgs,
     format: &Format,
     waiting: &Waiting,
@@ -337,11 +340,18 @@ async fn consume_loop(
     let mut out = BufWriter::new(stdout.lock());
     let mut printed = 0u64;
     let done = |printed: u64| args.count.is_some_and(|n| printed >= n);
+    // One probe for the whole loop: its count of refusals in a row survives polls that return.
+    let refused = refused_for_good(probe);
+    tokio::pin!(refused);
     while !done(printed) {
         // As `Waiting::on`, but a poll left unanswered is told apart from a poll that failed.
         let polled = tokio::select! {
             biased;
             _ = waiting.stop.asked() => break,
+            refusal = &mut refused => {
+                let _ = out.flush();
+                return LoopEnd::Unanswered(refusal.into());
+            }
             polled = tokio::time::timeout(waiting.timeout, member.poll()) => match polled {
                 Ok(Ok(polled)) => polled,
                 Ok(Err(e)) => return LoopEnd::Failed(e.into()),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use client::signals::Signals;
+use client::{Client, Error};
 
 use super::Failure;
 
@@ -118,5 +119,32 @@ impl Waiting {
             self.timeout.as_secs(),
             self.bootstrap
         ))
+    }
+}
+
+/// How often a group consumer's command checks that some broker still answers.
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+
+/// Refusals in a row after which the cluster counts as gone: about as long as a plain consumer's
+/// fetch retries take to give up on a dead broker (about 7 s).
+const REFUSALS_FOR_GOOD: u32 = 3;
+
+/// Returns the refusal once every broker the client knows, and the bootstrap list, refused a
+/// connection `REFUSALS_FOR_GOOD` probes in a row. A group member looks for its coordinator for
+/// ever, as Java's does; a command run from a script should say within seconds that nothing
+/// listens any more, as it does without a group.
+pub async fn refused_for_good(client: &Client) -> Error {
+    let mut refusals = 0;
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        match client.any_connection().await {
+            Err(Error::Transport(refused)) if refused.is_connection_refused() => {
+                refusals += 1;
+                if refusals >= REFUSALS_FOR_GOOD {
+                    return Error::Transport(refused);
+                }
+            }
+            _ => refusals = 0,
+        }
     }
 }
