@@ -4,6 +4,9 @@
 //! of a client that sends it anyway. The broker behind it must advertise the proxy's address
 //! (`advertised_listener`), so that clients never reach the broker directly.
 //!
+//! Or a broker that knows an API only up to an older version ([`WithoutApi::older`]), as
+//! brokers before a KIP do: its ApiVersions answer caps the API's max version.
+//!
 //! Or a broker without transactional ids ([`WithoutApi::without_transactional_ids`]): it
 //! offers InitProducerId, for idempotent producers, but refuses one that names a
 //! transactional id, as a broker refuses what it does not implement (UNSUPPORTED_VERSION).
@@ -31,6 +34,8 @@ const INIT_PRODUCER_ID: i16 = 22;
 enum Missing {
     /// An API key, left out of ApiVersions.
     Api(i16),
+    /// An API key offered only up to this version.
+    Newer { key: i16, max: i16 },
     /// InitProducerId with a transactional id.
     TransactionalIds,
 }
@@ -47,6 +52,12 @@ impl WithoutApi {
     /// key `hidden`.
     pub async fn start(config: BrokerConfig, hidden: i16) -> Self {
         Self::missing(config, Missing::Api(hidden)).await
+    }
+
+    /// Starts a broker with `config` behind a proxy that offers API key `key` only up to
+    /// version `max`.
+    pub async fn older(config: BrokerConfig, key: i16, max: i16) -> Self {
+        Self::missing(config, Missing::Newer { key, max }).await
     }
 
     /// Starts a broker with `config` behind a proxy that answers every InitProducerId naming a
@@ -89,7 +100,7 @@ impl Drop for WithoutApi {
 async fn relay(client: TcpStream, upstream: SocketAddr, missing: Missing) {
     let hidden = match missing {
         Missing::Api(key) => key,
-        Missing::TransactionalIds => -1,
+        Missing::Newer { .. } | Missing::TransactionalIds => -1,
     };
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
@@ -140,7 +151,7 @@ async fn relay(client: TcpStream, upstream: SocketAddr, missing: Missing) {
                 at.map(|i| asked.remove(i).1)
             };
             let frame = match version {
-                Some(version) => without(frame, version, hidden),
+                Some(version) => without(frame, version, missing),
                 None => frame,
             };
             if write(&mut *client_tx.lock().await, &frame).await.is_err() {
@@ -178,15 +189,23 @@ fn refuse_transactional(frame: &Bytes, version: i16) -> Option<Bytes> {
     Some(out.freeze())
 }
 
-/// An ApiVersions answer (header v0: the correlation id) without `hidden`. An error answer
-/// (UNSUPPORTED_VERSION comes encoded at v0 whatever was asked) passes unchanged.
-fn without(frame: Bytes, version: i16, hidden: i16) -> Bytes {
+/// An ApiVersions answer (header v0: the correlation id) without what is `missing`. An error
+/// answer (UNSUPPORTED_VERSION comes encoded at v0 whatever was asked) passes unchanged.
+fn without(frame: Bytes, version: i16, missing: Missing) -> Bytes {
     let mut body = frame.slice(4..);
     if body.clone().get_i16() != 0 {
         return frame;
     }
     let mut answer = ApiVersionsResponse::decode(&mut body, version).unwrap();
-    answer.api_keys.retain(|api| api.api_key != hidden);
+    match missing {
+        Missing::Api(hidden) => answer.api_keys.retain(|api| api.api_key != hidden),
+        Missing::Newer { key, max } => {
+            for api in answer.api_keys.iter_mut().filter(|api| api.api_key == key) {
+                api.max_version = api.max_version.min(max);
+            }
+        }
+        Missing::TransactionalIds => {}
+    }
     let mut out = BytesMut::new();
     out.put_slice(&frame[..4]);
     answer.encode(&mut out, version).unwrap();

@@ -536,3 +536,41 @@ async fn a_member_subscribed_to_a_missing_topic_does_not_create_it() {
     m.close().await.unwrap();
     broker.shutdown().await;
 }
+
+/// A broker whose ListGroups predates v4 (KIP-518) names no states: each group's state comes
+/// from DescribeGroups instead of being shown as unknown, and a filter by state is applied
+/// here rather than refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_have_their_states_where_list_groups_cannot_tell_them() {
+    let cluster = tests::WithoutApi::older(
+        tests::BrokerConfig::default(),
+        kafka_protocol::messages::ApiKey::ListGroups as i16,
+        3,
+    )
+    .await;
+    let client = connect(cluster.addr).await;
+    create_topic(&client, TOPIC, 3).await;
+    let admin = Admin::new(client.clone());
+    let offsets = BTreeMap::from([(TopicPartition::new(TOPIC, 0), 1)]);
+    admin.commit_offsets("offline", &offsets).await.unwrap();
+    let mut a = Running::start(member(&client, config("billing", "range")));
+    a.owns(3).await;
+
+    let states = |listed: Vec<client::admin::GroupListing>| -> Vec<(String, Option<String>)> {
+        listed.into_iter().map(|g| (g.group_id, g.state)).collect()
+    };
+    let all = admin.list_groups(&[]).await.unwrap();
+    assert_eq!(
+        states(all),
+        [
+            ("billing".to_string(), Some("Stable".to_string())),
+            ("offline".to_string(), Some("Empty".to_string())),
+        ]
+    );
+    let stable = admin.list_groups(&["Stable"]).await.unwrap();
+    assert_eq!(
+        states(stable),
+        [("billing".to_string(), Some("Stable".to_string()))]
+    );
+    a.stop().await.close().await.unwrap();
+}

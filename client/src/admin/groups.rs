@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
+    DeleteGroupsRequest, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
     ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -99,7 +99,9 @@ impl GroupDescription {
 }
 
 impl Admin {
-    /// Every group on every broker, optionally only those in `states` (ListGroups v4+).
+    /// Every group on every broker, optionally only those in `states`. A broker whose
+    /// ListGroups predates v4 (KIP-518) names no states and takes no filter: its groups' states
+    /// come from DescribeGroups, and the filter is applied here.
     pub async fn list_groups(&self, states: &[&str]) -> Result<Vec<GroupListing>> {
         let cluster = self.cluster().await?;
         let ids: Vec<i32> = cluster.brokers.keys().copied().collect();
@@ -107,15 +109,6 @@ impl Admin {
         for id in ids {
             let attempt = || async {
                 let conn = self.client().broker(id).await?;
-                let version = conn.version(ApiKey::ListGroups as i16)?;
-                if !states.is_empty() && version < 4 {
-                    return Err(ProtocolError::UnsupportedVersion {
-                        api: "ListGroups",
-                        broker: Some((0, version)),
-                        client: (4, 4),
-                    }
-                    .into());
-                }
                 let resp = conn.call(|v| list_request(states, v)).await?;
                 Ok(list_answer(resp)?)
             };
@@ -124,7 +117,13 @@ impl Admin {
                 out.insert(g.group_id.clone(), g);
             }
         }
-        Ok(out.into_values().collect())
+        for listing in out.values_mut().filter(|g| g.state.is_none()) {
+            listing.state = Some(self.describe_group(&listing.group_id).await?.state);
+        }
+        let wanted = |g: &GroupListing| {
+            states.is_empty() || g.state.as_deref().is_some_and(|s| states.contains(&s))
+        };
+        Ok(out.into_values().filter(wanted).collect())
     }
 
     /// One group as its coordinator describes it. An unknown group is described as Dead with
