@@ -5,6 +5,9 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
@@ -470,14 +473,15 @@ async fn read_committed_lookups_by_time_never_answer_past_the_last_stable_offset
     assert_eq!(offset_for(&mut client, -3, COMMITTED).await.1, 4);
 }
 
-/// TxnOffsetCommit of `(partition, metadata)` offsets of "t" for `group` (v3): each partition's
-/// error.
+/// TxnOffsetCommit at `version` of `(partition, metadata)` offsets of "t" for `group`: each
+/// partition's error.
 async fn txn_commit_offsets(
     client: &mut RawClient,
     id: &str,
     producer: (i64, i16),
     group: &str,
     offsets: &[(i32, String)],
+    version: i16,
 ) -> Vec<i16> {
     let partitions = offsets
         .iter()
@@ -497,7 +501,7 @@ async fn txn_commit_offsets(
         .with_topics(vec![TxnOffsetCommitRequestTopic::default()
             .with_name(topic_name("t"))
             .with_partitions(partitions)]);
-    client.call(&request, 3).await.topics[0]
+    client.call(&request, version).await.topics[0]
         .partitions
         .iter()
         .map(|p| p.error_code)
@@ -521,6 +525,7 @@ async fn metadata_past_offset_metadata_max_bytes_is_refused_when_sent_not_droppe
         producer,
         "readers",
         &[(0, "m".repeat(4_097)), (1, "m".repeat(4_096))],
+        3,
     )
     .await;
     assert_eq!(
@@ -546,6 +551,89 @@ async fn metadata_past_offset_metadata_max_bytes_is_refused_when_sent_not_droppe
     assert_eq!(committed, vec![(-1, 0), (42, 4_096)]);
 }
 
+/// `offset.metadata.max.bytes` (4,096) on every offset-commit path: OffsetCommit v2-9 and
+/// TxnOffsetCommit v0-4 each refuse one character past it, for that partition alone, and take
+/// the bound itself; 31 MB of metadata is refused on both and never reaches the transaction
+/// state on disk (it was taken: a 67 MiB state file rewritten at every change).
+#[tokio::test]
+async fn offset_metadata_max_bytes_holds_on_every_offset_commit_path() {
+    let dir = data_dir("txn-metadata-cap");
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = setup(&broker).await;
+    let too_large = ResponseError::OffsetMetadataTooLarge.code();
+    let (at_bound, past, huge) = ("m".repeat(4_096), "m".repeat(4_097), "m".repeat(31 << 20));
+    let plain = |offsets: &[(i32, &String)]| {
+        let partitions = offsets
+            .iter()
+            .map(|(partition, metadata)| {
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(*partition)
+                    .with_committed_offset(42)
+                    .with_committed_metadata(Some(s(metadata)))
+            })
+            .collect();
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s("plain")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(partitions)])
+    };
+    let codes = |answer: OffsetCommitResponse| -> Vec<i16> {
+        answer.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect()
+    };
+    for version in 2..=9 {
+        let answer = client
+            .call(&plain(&[(0, &past), (1, &at_bound)]), version)
+            .await;
+        assert_eq!(codes(answer), vec![too_large, 0], "OffsetCommit v{version}");
+    }
+    let answer = client.call(&plain(&[(0, &huge)]), 9).await;
+    assert_eq!(codes(answer), vec![too_large]);
+
+    let (_, pid, epoch) = init(&mut client, "copier", 60_000).await;
+    let producer = (pid, epoch);
+    assert_eq!(
+        add_offsets_to_txn(&mut client, "copier", producer, "readers").await,
+        0
+    );
+    for version in 0..=4 {
+        let offsets = [(0, past.clone()), (1, at_bound.clone())];
+        let errors = txn_commit_offsets(
+            &mut client,
+            "copier",
+            producer,
+            "readers",
+            &offsets,
+            version,
+        )
+        .await;
+        assert_eq!(errors, vec![too_large, 0], "TxnOffsetCommit v{version}");
+    }
+    let offsets = [(0, huge.clone())];
+    let errors = txn_commit_offsets(&mut client, "copier", producer, "readers", &offsets, 4).await;
+    assert_eq!(errors, vec![too_large]);
+    assert_eq!(end(&mut client, "copier", producer, true).await, 0);
+    // The state on disk holds the five accepted commits (8 KiB of hex each) and the headers.
+    let state_bytes: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("@transactions"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(
+        state_bytes < 64 << 10,
+        "{state_bytes} bytes of transaction state"
+    );
+    drop(client);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// 100,000 partitions the broker does not have, in one TxnOffsetCommit: each is answered
 /// UNKNOWN_TOPIC_OR_PARTITION, in order (the answer was built by searching the unknown ones for
 /// each partition: 12 s for this request, every other client waiting).
@@ -555,46 +643,92 @@ async fn a_txn_offset_commit_of_100k_unknown_partitions_is_answered_per_partitio
     let mut client = setup(&broker).await;
     let (_, pid, epoch) = init(&mut client, "copier", 60_000).await;
     let offsets: Vec<(i32, String)> = (10..100_010).map(|p| (p, String::new())).collect();
-    let errors = txn_commit_offsets(&mut client, "copier", (pid, epoch), "readers", &offsets).await;
+    let errors =
+        txn_commit_offsets(&mut client, "copier", (pid, epoch), "readers", &offsets, 3).await;
     assert_eq!(errors.len(), 100_000);
     assert!(errors
         .iter()
         .all(|e| *e == ResponseError::UnknownTopicOrPartition.code()));
 }
 
-/// One line of the transaction state that cannot be read (a disk's bit flip, an edit by hand)
-/// costs that line only: the broker starts, says so on stderr, and keeps every other
-/// transactional id (the broker refused to start).
+/// Lines of the transaction state that cannot be read (a disk's bit flip, an edit by hand) cost
+/// those lines only: the broker starts, says so on stderr once per line, and keeps everything
+/// else. Three kinds of damage in one journal: a byte that is not UTF-8 in one partition of an
+/// open transaction (the broker refused to start), the `end` of one record garbled (the whole
+/// record was dropped), a header garbled (that transactional id alone starts over).
 #[tokio::test]
-async fn a_bad_line_in_the_transaction_state_is_skipped_and_the_rest_kept() {
-    let dir = data_dir("txn-bad-line");
-    let broker = start_broker(data_dir_config(&dir)).await;
-    let mut client = setup(&broker).await;
+async fn bad_lines_in_the_transaction_state_are_skipped_said_on_stderr_and_the_rest_kept() {
+    let dir = data_dir("txn-bad-lines");
+    let args = BrokerArgs::new(&dir);
+    let mut broker = BrokerProcess::start(&args);
+    let mut client = RawClient::connect(broker.addr).await;
+    assert_eq!(create_topic(&mut client, "t", 2).await, 0);
     let (_, pay, _) = init(&mut client, "pay", 60_000).await;
+    assert_eq!(
+        add_partitions_to_txn(&mut client, "pay", (pay, 0), &[0, 1], 3).await,
+        vec![0, 0]
+    );
     let (_, ship, _) = init(&mut client, "ship", 60_000).await;
+    let (_, keep, _) = init(&mut client, "keep", 60_000).await;
     drop(client);
-    drop(broker);
-    // "ship" in hex: its header line garbled, in the snapshot or the journal that holds it.
-    let mut garbled = 0;
+    broker.kill();
+
+    // Ids and topic in hex, as the file holds them: "pay" 706179, "ship" 73686970, "keep"
+    // 6b656570, "t" 74.
+    let keep_header = format!("txn 6b656570 {keep} ");
+    let damage: [(&[u8], &[u8]); 3] = [
+        (b"\np 74 1\n", b"\np 74\xff 1\n"),
+        (b"end\nbegin\ntxn 6b656570 ", b"enx\nbegin\ntxn 6b656570 "),
+        (keep_header.as_bytes(), b"txn 6b656570 what "),
+    ];
+    let mut damaged = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if !name.starts_with("@transactions") {
             continue;
         }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let bad = text.replace(&format!("txn 73686970 {ship} "), "txn 73686970 what ");
-        garbled += usize::from(bad != text);
-        std::fs::write(&path, bad).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        for (good, bad) in &damage {
+            if let Some(at) = bytes.windows(good.len()).position(|w| w == *good) {
+                bytes.splice(at..at + good.len(), bad.iter().copied());
+                damaged += 1;
+            }
+        }
+        std::fs::write(&path, bytes).unwrap();
     }
-    assert_eq!(garbled, 1);
-    let broker = start_broker(data_dir_config(&dir)).await;
-    let mut client = RawClient::connect(broker.addr()).await;
-    // "pay" kept its producer id and epoch; "ship" starts over with a new producer id.
-    assert_eq!(init(&mut client, "pay", 60_000).await, (0, pay, 1));
-    let (code, again, epoch) = init(&mut client, "ship", 60_000).await;
+    assert_eq!(damaged, 3);
+
+    let broker = BrokerProcess::try_start(&args).expect("the broker starts");
+    let log = std::fs::read_to_string(&broker.log).unwrap();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("transaction state"))
+        .collect();
+    assert_eq!(said.len(), 3, "{log}");
+    assert!(said
+        .iter()
+        .all(|l| l.contains("skipping a line that cannot be read")));
+    let mut client = RawClient::connect(broker.addr).await;
+    // "pay" is still open on partition 0; partition 1, its damaged line, is not in it.
+    let batch = |values: &[&str]| txn_batch((pay, 0), 0, values);
+    assert_eq!(
+        produce(&mut client, "t", 0, batch(&["a"]), 9)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(
+        produce(&mut client, "t", 1, batch(&["b"]), 9)
+            .await
+            .error_code,
+        ResponseError::InvalidTxnState.code()
+    );
+    // "ship", whose record lost its end, kept its producer id; "keep" starts over.
+    assert_eq!(init(&mut client, "ship", 60_000).await, (0, ship, 1));
+    let (code, again, epoch) = init(&mut client, "keep", 60_000).await;
     assert_eq!((code, epoch), (0, 0));
-    assert_ne!(again, ship);
+    assert_ne!(again, keep);
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }

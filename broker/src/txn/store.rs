@@ -21,9 +21,10 @@
 //! A `txn` line sets the header of its transactional id and makes it the one the lines after it
 //! are about; `clear` forgets its items (all, or the offsets only), the others add one. The
 //! snapshot starts with `covers <n>` (the journals it holds) and holds a record per
-//! transactional id. Replay applies a record once its `end` is read: a journal's torn tail, never
-//! answered, is dropped. A line that cannot be read is skipped, said on stderr, and the rest
-//! kept: one bad line costs one item, not the broker's start.
+//! transactional id. Replay applies a record once its `end` is read (or the next `begin`, when
+//! the `end` could not be read): a journal's torn tail, never answered, is dropped. A line that
+//! cannot be read (not even UTF-8) is skipped, said on stderr, and the rest kept: one bad line
+//! costs one item, not the broker's start.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -202,6 +203,16 @@ fn parse_line(line: &str) -> Result<Line, &'static str> {
     })
 }
 
+/// Reads `file` whole; `None` when it does not exist. Bytes that are not UTF-8 become U+FFFD, so
+/// their line fails to parse and is skipped alone (the whole file failed to read).
+fn read(file: &Path) -> io::Result<Option<String>> {
+    match std::fs::read(file) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Replays `text` (the content of `file`) into `txns`: the journals it covers, for a snapshot.
 /// `complete`: the file was written whole (a snapshot), so lines after the last `end` count
 /// too, as in a file of the format before journals, which had neither `begin` nor `end`.
@@ -209,7 +220,6 @@ fn replay(text: &str, file: &Path, complete: bool, txns: &mut Txns) -> Option<u6
     let mut covers = None;
     // The record being read: its lines are applied at its `end`.
     let mut record: Vec<Change> = Vec::new();
-    let mut in_record = false;
     // A `txn` line could not be read: the items after it are of an id unknown.
     let mut orphaned = false;
     for (at, line) in text.lines().enumerate() {
@@ -230,18 +240,17 @@ fn replay(text: &str, file: &Path, complete: bool, txns: &mut Txns) -> Option<u6
             Line::Covers(n) => covers = Some(n),
             Line::Begin => {
                 orphaned = false;
-                if in_record && !record.is_empty() {
-                    warn!(file = %file.display(), line = at + 1, "transaction state: a record without its end, skipped");
+                // A record followed by another was written whole (a failed write ends its
+                // journal): its `end` was the line that could not be read.
+                for change in record.drain(..) {
+                    txns.apply(change);
                 }
-                record.clear();
-                in_record = true;
             }
             Line::End => {
                 orphaned = false;
                 for change in record.drain(..) {
                     txns.apply(change);
                 }
-                in_record = false;
             }
             Line::Header(id, header) => {
                 orphaned = false;
@@ -325,15 +334,13 @@ impl Journal {
     pub fn open(dir: &Path) -> io::Result<(Self, Txns)> {
         let mut txns = Txns::default();
         let snapshot = dir.join(TXN_FILE);
-        let covers = match std::fs::read_to_string(&snapshot) {
-            Ok(text) => replay(&text, &snapshot, true, &mut txns),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
+        let covers = read(&snapshot)?.and_then(|text| replay(&text, &snapshot, true, &mut txns));
         let found = journals(dir)?;
         for &number in found.iter().filter(|&&n| covers.is_none_or(|c| n > c)) {
             let path = journal_path(dir, number);
-            replay(&std::fs::read_to_string(&path)?, &path, false, &mut txns);
+            if let Some(text) = read(&path)? {
+                replay(&text, &path, false, &mut txns);
+            }
         }
         let last = found.last().copied().max(covers).unwrap_or(0);
         let snapshot_text = encode_snapshot(&txns, last);
@@ -477,6 +484,18 @@ mod tests {
         let pay = txns.get("pay").unwrap();
         assert_eq!(pay.state, TxnState::Ongoing);
         assert!(pay.partitions.contains(&("orders".to_string(), 3)));
+    }
+
+    #[test]
+    fn a_record_whose_end_cannot_be_read_is_applied_at_the_next_begin() {
+        let mut text = String::new();
+        encode(&Change::whole("pay", &meta(TxnState::Ongoing)), &mut text);
+        encode(&Change::whole("ship", &meta(TxnState::Empty)), &mut text);
+        let garbled = text.replacen("end\n", "e\u{fffd}d\n", 1);
+        let mut txns = Txns::default();
+        replay(&garbled, Path::new("journal"), false, &mut txns);
+        assert_eq!(txns.get("pay").map(|m| m.state), Some(TxnState::Ongoing));
+        assert_eq!(txns.get("ship").map(|m| m.state), Some(TxnState::Empty));
     }
 
     #[test]
