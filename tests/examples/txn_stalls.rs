@@ -1,21 +1,28 @@
-//! Figures for issue 29 (not a test: nothing here is asserted): how long a second client waits
-//! while another sends the transaction requests that used to stall everyone, what expiring a
-//! million idle producer ids gives back, and the memory a cleaning pass over ~400 MB of a
-//! compacted partition takes. Run it built for speed:
+//! Figures for issue 29 (not a test: nothing here is asserted): the Produce/EndTxn race of
+//! `tests/tests/txn_append_race.rs` run for longer in both storage modes and the violations it
+//! found; how long a second client waits while another sends each request that used to stall
+//! everyone; the memory a cleaning pass over ~400 MB of a compacted partition takes; and what
+//! expiring a million idle producer ids gives back, and whether the next million reuse it. Run it
+//! built for speed (iterations of the race in memory and on disk as arguments, 20,000 and 5,000
+//! unless given):
 //!
 //! ```sh
-//! cargo run -p tests --release --example txn_stalls
+//! cargo run -p tests --release --example txn_stalls -- 20000 5000
 //! ```
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use tests::*;
 
 fn s(text: &str) -> StrBytes {
@@ -129,6 +136,22 @@ async fn cleaning_rss() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One batch from each producer of `ids`, stamped at 1,000 ms: their state stays in the
+/// partition; the batches themselves are deleted (retention, not expiry, removes them).
+fn idle_producers(log: &broker::log::PartitionLog, ids: std::ops::Range<i64>) {
+    for id in ids {
+        let stamp = ProducerStamp {
+            id,
+            epoch: 0,
+            base_sequence: 0,
+        };
+        let batch = idempotent_batch(&[(None, "v", 1_000)], stamp);
+        let header = protocol::batch::BatchHeader::parse(&batch).unwrap();
+        log.append(&batch, &header).unwrap();
+    }
+    log.delete_records(log.offsets().end).unwrap();
+}
+
 fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib: f64 = status
@@ -139,8 +162,71 @@ fn rss_mib() -> f64 {
     kib / 1024.0
 }
 
+/// The race of `tests/tests/txn_append_race.rs`, `iterations` times on a fresh broker.
+async fn race(on_disk: bool, iterations: usize) {
+    let dir = data_dir("txn-race-figures");
+    let config = if on_disk {
+        data_dir_config(&dir)
+    } else {
+        BrokerConfig::default()
+    };
+    let broker = start_broker(config).await;
+    let started = Instant::now();
+    let findings = tests::txn_race::race(&broker, iterations).await;
+    let mode = if on_disk { "on disk" } else { "in memory" };
+    println!(
+        "race {mode} ({:.0?}): {}",
+        started.elapsed(),
+        findings.summary(iterations)
+    );
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// IncrementalAlterConfigs of topic "t": `operation` (0 SET, 2 APPEND) of `value` to `name`.
+fn alter_config(name: &str, operation: i8, value: &str) -> IncrementalAlterConfigsRequest {
+    IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(s("t"))
+        .with_configs(vec![AlterableConfig::default()
+            .with_name(s(name))
+            .with_config_operation(operation)
+            .with_value(Some(s(value)))])])
+}
+
+/// Sends `request` while a second client watches: the answer's time and the longest wait of
+/// the other client.
+async fn timed<R: kafka_protocol::protocol::Request>(
+    broker: &Broker,
+    client: &mut RawClient,
+    request: &R,
+    version: i16,
+) -> (R::Response, Duration, Duration) {
+    let mut answer = None;
+    let mut took = Duration::ZERO;
+    let stall = longest_stall(broker, async {
+        let sent = Instant::now();
+        answer = Some(client.call(request, version).await);
+        took = sent.elapsed();
+    })
+    .await;
+    (answer.expect("answered"), took, stall)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
+    let in_memory = args
+        .next()
+        .unwrap_or(Ok(20_000))
+        .expect("iterations in memory");
+    let on_disk = args
+        .next()
+        .unwrap_or(Ok(5_000))
+        .expect("iterations on disk");
+    race(false, in_memory).await;
+    race(true, on_disk).await;
+
     let dir = data_dir("txn-stalls");
     let broker = start_broker(data_dir_config(&dir)).await;
     let mut client = RawClient::connect(broker.addr()).await;
@@ -149,14 +235,54 @@ async fn main() {
     // 100,000 unknown partitions in one TxnOffsetCommit.
     let producer = init(&mut client, "unknown").await;
     let request = offsets("unknown", producer, 1_000..101_000, "");
-    let mut took = Duration::ZERO;
-    let stall = longest_stall(&broker, async {
-        let sent = Instant::now();
-        client.call(&request, 3).await;
-        took = sent.elapsed();
-    })
-    .await;
-    println!("TxnOffsetCommit of 100k unknown partitions: {took:?}; another client's longest wait {stall:?}");
+    let (answer, took, stall) = timed(&broker, &mut client, &request, 3).await;
+    let unknown = answer.topics[0]
+        .partitions
+        .iter()
+        .filter(|p| p.error_code == ResponseError::UnknownTopicOrPartition.code())
+        .count();
+    println!(
+        "TxnOffsetCommit of 100k unknown partitions: {unknown} answered \
+         UNKNOWN_TOPIC_OR_PARTITION in {took:?}; another client's longest wait {stall:?}"
+    );
+
+    // 31 MB of metadata in one offset (it was taken, and the state file rewritten with it).
+    let producer = init(&mut client, "huge").await;
+    assert_eq!(
+        add_offsets_to_txn(&mut client, "huge", producer, "readers").await,
+        0
+    );
+    let request = offsets("huge", producer, 0..1, &"m".repeat(31 << 20));
+    let (answer, took, stall) = timed(&broker, &mut client, &request, 3).await;
+    println!(
+        "TxnOffsetCommit of 31 MB of metadata: error {} in {took:?}; another client's longest \
+         wait {stall:?}",
+        answer.topics[0].partitions[0].error_code
+    );
+
+    // Config values: 19 MB in one, then APPENDs of 20,000 entries to a list, five times (each
+    // took longer as the list grew).
+    let request = alter_config("compression.type", 0, &"x".repeat(19 << 20));
+    let (answer, took, stall) = timed(&broker, &mut client, &request, 1).await;
+    println!(
+        "IncrementalAlterConfigs of a 19 MB value: error {} in {took:?}; another client's \
+         longest wait {stall:?}",
+        answer.responses[0].error_code
+    );
+    let throttled = "leader.replication.throttled.replicas";
+    for round in 0..5 {
+        let entries: Vec<String> = (0..20_000)
+            .map(|i| format!("{}:1", round * 20_000 + i))
+            .collect();
+        let request = alter_config(throttled, 2, &entries.join(","));
+        let (answer, took, stall) = timed(&broker, &mut client, &request, 1).await;
+        println!(
+            "IncrementalAlterConfigs APPEND of 20,000 entries (round {}): error {} in {took:?}; \
+             another client's longest wait {stall:?}",
+            round + 1,
+            answer.responses[0].error_code
+        );
+    }
 
     // Legal but large state: 16 transactions of 64 offsets with 4,000 B of metadata (8 MiB),
     // then 200 more changes.
@@ -197,23 +323,17 @@ async fn main() {
     // A million idle idempotent producers in one partition, then expired.
     let log = broker::log::PartitionLog::new();
     let before = rss_mib();
-    for id in 0..1_000_000i64 {
-        let stamp = ProducerStamp {
-            id,
-            epoch: 0,
-            base_sequence: 0,
-        };
-        let batch = idempotent_batch(&[(None, "v", 1_000)], stamp);
-        let header = protocol::batch::BatchHeader::parse(&batch).unwrap();
-        log.append(&batch, &header).unwrap();
-    }
-    // The batches themselves stay: retention, not expiry, removes them.
-    log.delete_records(log.offsets().end).unwrap();
+    idle_producers(&log, 0..1_000_000);
     let full = rss_mib();
     let producers = log.producers();
     let expired = log.expire_producers(1_000);
+    let emptied = rss_mib();
+    // A second million: the memory the first gave back is where they go.
+    idle_producers(&log, 1_000_000..2_000_000);
     println!(
-        "1M producer ids: RSS {before:.0} MiB before, {full:.0} MiB with {producers} producers, {:.0} MiB after expiring {expired}",
-        rss_mib()
+        "1M producer ids: RSS {before:.0} MiB before, {full:.0} MiB with {producers} producers, \
+         {emptied:.0} MiB after expiring {expired}, {:.0} MiB with {} new ones",
+        rss_mib(),
+        log.producers()
     );
 }

@@ -24,6 +24,7 @@ pub use without_api::WithoutApi;
 
 mod process;
 mod requests;
+pub mod txn_race;
 mod without_api;
 
 /// A broker on `127.0.0.1:0` with `config`'s other settings.
