@@ -5,12 +5,14 @@
 //! A name Kafka does not know is refused (`Unknown topic config name: x`), and so is a value its
 //! validator refuses; CreateTopics then creates nothing and AlterConfigs changes nothing. Known
 //! configs that mean nothing to a single node without tiered storage (`min.insync.replicas`,
-//! `unclean.leader.election.enable`, `remote.storage.enable`, ...) are validated and stored, and
-//! reported by DescribeConfigs, as Kafka would, without effect here.
+//! `unclean.leader.election.enable`, ...) are validated and stored, and reported by
+//! DescribeConfigs, as Kafka would, without effect here; `remote.storage.enable=true` is refused
+//! as by a Kafka without tiered storage.
 
 use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
+use protocol::compression::Compression;
 
 use crate::topic_error::TopicError;
 
@@ -103,6 +105,7 @@ const fn with_synonym(mut d: Def, synonym: &'static str) -> Def {
 const LONG_MAX: &str = "9223372036854775807";
 
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
+pub const COMPRESSION_TYPE: &str = "compression.type";
 pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
 pub const FLUSH_MESSAGES: &str = "flush.messages";
 pub const FLUSH_MS: &str = "flush.ms";
@@ -151,7 +154,7 @@ pub static DEFS: &[Def] = &[
         },
     ),
     def(
-        "compression.type",
+        COMPRESSION_TYPE,
         Kind::String,
         "producer",
         Valid::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
@@ -566,6 +569,10 @@ pub struct LogPolicy {
     pub flush_messages: Option<u64>,
     /// `flush.ms`; `None` when unset, as `flush.messages`.
     pub flush_ms: Option<u64>,
+    /// `compression.type` when it names a codec (`uncompressed` is [`Compression::None`]), with
+    /// the topic's `compression.<codec>.level`: a batch sent in another codec is stored
+    /// recompressed into this one. `None` for `producer`: batches are stored as sent.
+    pub compression: Option<(Compression, i32)>,
 }
 
 impl Default for LogPolicy {
@@ -612,7 +619,23 @@ impl LogPolicy {
             timestamp_after_max_ms: long(MESSAGE_TIMESTAMP_AFTER_MAX_MS, 3_600_000),
             flush_messages: set_long(FLUSH_MESSAGES),
             flush_ms: set_long(FLUSH_MS),
+            compression: codec(value(COMPRESSION_TYPE)).map(|codec| {
+                let level = format!("compression.{}.level", codec.name());
+                (codec, long(&level, 0).try_into().unwrap_or(0))
+            }),
         }
+    }
+}
+
+/// The codec a `compression.type` names; `None` for `producer`.
+fn codec(compression_type: &str) -> Option<Compression> {
+    match compression_type {
+        "uncompressed" => Some(Compression::None),
+        "gzip" => Some(Compression::Gzip),
+        "snappy" => Some(Compression::Snappy),
+        "lz4" => Some(Compression::Lz4),
+        "zstd" => Some(Compression::Zstd),
+        _ => None,
     }
 }
 
@@ -748,6 +771,28 @@ mod tests {
         };
         assert_eq!(flush("1", "250"), (Some(1), Some(250)));
         assert_eq!(flush(LONG_MAX, LONG_MAX), (None, None));
+        let compression =
+            |pairs: &[(&str, &str)]| LogPolicy::from_configs(&configs(pairs)).compression;
+        assert_eq!(default.compression, None);
+        assert_eq!(
+            compression(&[("compression.type", "uncompressed")]),
+            Some((Compression::None, 0))
+        );
+        assert_eq!(
+            compression(&[("compression.type", "gzip")]),
+            Some((Compression::Gzip, -1))
+        );
+        assert_eq!(
+            compression(&[
+                ("compression.type", "zstd"),
+                ("compression.zstd.level", "-5")
+            ]),
+            Some((Compression::Zstd, -5))
+        );
+        assert_eq!(
+            compression(&[("compression.type", "lz4"), ("compression.zstd.level", "7")]),
+            Some((Compression::Lz4, 9))
+        );
         assert_eq!(
             segment_bytes(&configs(&[
                 ("segment.bytes", "2097152"),
