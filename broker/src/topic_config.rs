@@ -558,6 +558,9 @@ pub struct LogPolicy {
     pub min_cleanable_dirty_ratio: f64,
     /// Records younger than this are never cleaned.
     pub min_compaction_lag_ms: i64,
+    /// A log whose earliest dirty record is older than this is cleaned whatever its dirty
+    /// ratio (`max.compaction.lag.ms`; Kafka's Long.MAX default never is).
+    pub max_compaction_lag_ms: i64,
     /// `max.message.bytes` when the topic sets it: the largest batch Produce accepts. `None`
     /// leaves the broker's `--max-message-bytes` (Kafka's `message.max.bytes`, its synonym).
     pub max_message_bytes: Option<usize>,
@@ -612,6 +615,7 @@ impl LogPolicy {
             delete_retention_ms: long(DELETE_RETENTION_MS, 86_400_000),
             min_cleanable_dirty_ratio: value(MIN_CLEANABLE_DIRTY_RATIO).parse().unwrap_or(0.5),
             min_compaction_lag_ms: long(MIN_COMPACTION_LAG_MS, 0),
+            max_compaction_lag_ms: long(MAX_COMPACTION_LAG_MS, i64::MAX),
             max_message_bytes: configs
                 .get(MAX_MESSAGE_BYTES)
                 .and_then(|v| v.trim().parse::<usize>().ok()),
@@ -743,6 +747,7 @@ mod tests {
         assert!(default.delete && !default.compact && !default.log_append_time);
         assert_eq!(default.retention_ms, Some(604_800_000));
         assert_eq!(default.retention_bytes, None);
+        assert_eq!(default.max_compaction_lag_ms, i64::MAX);
         let compacted = LogPolicy::from_configs(&configs(&[
             ("cleanup.policy", "compact"),
             ("retention.bytes", "1000"),

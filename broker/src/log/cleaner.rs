@@ -26,7 +26,8 @@
 //! written as the next generation of its file and swapped in; the old file goes after
 //! `file.delete.delay.ms`, so a fetch that found a batch in it a moment before still reads it.
 //! A pass starts once the share of the cleanable bytes not yet cleaned reaches
-//! `min.cleanable.dirty.ratio`.
+//! `min.cleanable.dirty.ratio`, or once its earliest dirty record is older than
+//! `max.compaction.lag.ms`.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -355,12 +356,18 @@ fn plan(state: &LogState, now_ms: i64) -> Option<Plan> {
         .cloned()
         .collect();
     let total: usize = batches.iter().map(|b| b.len).sum();
-    let dirty: usize = batches
-        .iter()
-        .filter(|b| b.base_offset >= state.cleaned_to)
-        .map(|b| b.len)
-        .sum();
-    if dirty == 0 || (dirty as f64) < policy.min_cleanable_dirty_ratio * total as f64 {
+    let dirty_batches = || batches.iter().filter(|b| b.base_offset >= state.cleaned_to);
+    let dirty: usize = dirty_batches().map(|b| b.len).sum();
+    // Kafka's `LogCleanerManager.maxCompactionDelay`: a log whose earliest dirty record (by
+    // positive timestamps) is older than `max.compaction.lag.ms` must be cleaned now.
+    let clean_until = now_ms.saturating_sub(policy.max_compaction_lag_ms);
+    let overdue = dirty_batches()
+        .map(|b| b.max_timestamp)
+        .filter(|t| *t > 0)
+        .min()
+        .is_some_and(|earliest| earliest < clean_until);
+    let ratio_reached = (dirty as f64) >= policy.min_cleanable_dirty_ratio * total as f64;
+    if dirty == 0 || !(ratio_reached || overdue) {
         return None;
     }
     let dirty_from = batches.partition_point(|b| b.base_offset < state.cleaned_to);
