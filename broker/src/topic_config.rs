@@ -107,6 +107,7 @@ const LONG_MAX: &str = "9223372036854775807";
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
 pub const COMPRESSION_TYPE: &str = "compression.type";
 pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+pub const FILE_DELETE_DELAY_MS: &str = "file.delete.delay.ms";
 pub const FLUSH_MESSAGES: &str = "flush.messages";
 pub const FLUSH_MS: &str = "flush.ms";
 pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
@@ -179,12 +180,7 @@ pub static DEFS: &[Def] = &[
         "log.cleaner.delete.retention.ms",
     ),
     with_synonym(
-        def(
-            "file.delete.delay.ms",
-            Kind::Long,
-            "60000",
-            Valid::AtLeast(0),
-        ),
+        def(FILE_DELETE_DELAY_MS, Kind::Long, "60000", Valid::AtLeast(0)),
         "log.segment.delete.delay.ms",
     ),
     with_synonym(
@@ -554,6 +550,8 @@ pub struct LogPolicy {
     pub log_append_time: bool,
     /// How long the cleaner keeps a tombstone (a record with a null value).
     pub delete_retention_ms: i64,
+    /// How long the file of a segment the cleaner replaced stays (`file.delete.delay.ms`).
+    pub file_delete_delay_ms: i64,
     /// The cleaner starts on a partition once this share of it has not been cleaned.
     pub min_cleanable_dirty_ratio: f64,
     /// Records younger than this are never cleaned.
@@ -613,6 +611,7 @@ impl LogPolicy {
             retention_ms: retention_ms.filter(|_| delete),
             log_append_time: value(MESSAGE_TIMESTAMP_TYPE) == "LogAppendTime",
             delete_retention_ms: long(DELETE_RETENTION_MS, 86_400_000),
+            file_delete_delay_ms: long(FILE_DELETE_DELAY_MS, 60_000),
             min_cleanable_dirty_ratio: value(MIN_CLEANABLE_DIRTY_RATIO).parse().unwrap_or(0.5),
             min_compaction_lag_ms: long(MIN_COMPACTION_LAG_MS, 0),
             max_compaction_lag_ms: long(MAX_COMPACTION_LAG_MS, i64::MAX),

@@ -52,8 +52,6 @@ pub struct CleanerConfig {
     pub max_batch_bytes: usize,
     /// Kafka's `log.cleaner.dedupe.buffer.size`: memory for the map of keys to offsets.
     pub dedupe_buffer_bytes: usize,
-    /// Kafka's `file.delete.delay.ms`: how long a replaced segment file stays.
-    pub file_delete_delay_ms: i64,
 }
 
 impl Default for CleanerConfig {
@@ -61,7 +59,6 @@ impl Default for CleanerConfig {
         Self {
             max_batch_bytes: 64 << 20,
             dedupe_buffer_bytes: 128 << 20,
-            file_delete_delay_ms: 60_000,
         }
     }
 }
@@ -101,6 +98,8 @@ struct Plan {
     /// Where each of those segments ends (the next one's base offset).
     segment_ends: Vec<i64>,
     delete_retention_ms: i64,
+    /// The topic's `file.delete.delay.ms`: how long a replaced segment file stays.
+    file_delete_delay_ms: i64,
 }
 
 /// A batch after cleaning: unchanged, rewritten, or gone.
@@ -267,7 +266,7 @@ impl PartitionLog {
             let Some(disk) = state.disk.as_mut() else {
                 return Ok(());
             };
-            if !disk.install_cleaned(&segment.slot, copy, now_ms, config.file_delete_delay_ms) {
+            if !disk.install_cleaned(&segment.slot, copy, now_ms, plan.file_delete_delay_ms) {
                 continue;
             }
             let fresh: Vec<IndexedBatch> = fresh
@@ -382,6 +381,7 @@ fn plan(state: &LogState, now_ms: i64) -> Option<Plan> {
         segments,
         segment_ends,
         delete_retention_ms: policy.delete_retention_ms,
+        file_delete_delay_ms: policy.file_delete_delay_ms,
     })
 }
 
