@@ -30,7 +30,6 @@ pub fn clean_all(state: &BrokerState, now_ms: i64) -> CleanStats {
     let config = CleanerConfig {
         max_batch_bytes: state.config.max_uncompressed_batch_bytes,
         dedupe_buffer_bytes: state.config.log_cleaner_dedupe_buffer_bytes,
-        ..CleanerConfig::default()
     };
     let mut total = CleanStats::default();
     for topic in state.topics.all() {

@@ -5,12 +5,14 @@
 //! A name Kafka does not know is refused (`Unknown topic config name: x`), and so is a value its
 //! validator refuses; CreateTopics then creates nothing and AlterConfigs changes nothing. Known
 //! configs that mean nothing to a single node without tiered storage (`min.insync.replicas`,
-//! `unclean.leader.election.enable`, `remote.storage.enable`, ...) are validated and stored, and
-//! reported by DescribeConfigs, as Kafka would, without effect here.
+//! `unclean.leader.election.enable`, ...) are validated and stored, and reported by
+//! DescribeConfigs, as Kafka would, without effect here; `remote.storage.enable=true` is refused
+//! as by a Kafka without tiered storage.
 
 use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
+use protocol::compression::Compression;
 
 use crate::topic_error::TopicError;
 
@@ -103,7 +105,9 @@ const fn with_synonym(mut d: Def, synonym: &'static str) -> Def {
 const LONG_MAX: &str = "9223372036854775807";
 
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
+pub const COMPRESSION_TYPE: &str = "compression.type";
 pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+pub const FILE_DELETE_DELAY_MS: &str = "file.delete.delay.ms";
 pub const FLUSH_MESSAGES: &str = "flush.messages";
 pub const FLUSH_MS: &str = "flush.ms";
 pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
@@ -151,7 +155,7 @@ pub static DEFS: &[Def] = &[
         },
     ),
     def(
-        "compression.type",
+        COMPRESSION_TYPE,
         Kind::String,
         "producer",
         Valid::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
@@ -176,12 +180,7 @@ pub static DEFS: &[Def] = &[
         "log.cleaner.delete.retention.ms",
     ),
     with_synonym(
-        def(
-            "file.delete.delay.ms",
-            Kind::Long,
-            "60000",
-            Valid::AtLeast(0),
-        ),
+        def(FILE_DELETE_DELAY_MS, Kind::Long, "60000", Valid::AtLeast(0)),
         "log.segment.delete.delay.ms",
     ),
     with_synonym(
@@ -551,10 +550,15 @@ pub struct LogPolicy {
     pub log_append_time: bool,
     /// How long the cleaner keeps a tombstone (a record with a null value).
     pub delete_retention_ms: i64,
+    /// How long the file of a segment the cleaner replaced stays (`file.delete.delay.ms`).
+    pub file_delete_delay_ms: i64,
     /// The cleaner starts on a partition once this share of it has not been cleaned.
     pub min_cleanable_dirty_ratio: f64,
     /// Records younger than this are never cleaned.
     pub min_compaction_lag_ms: i64,
+    /// A log whose earliest dirty record is older than this is cleaned whatever its dirty
+    /// ratio (`max.compaction.lag.ms`; Kafka's Long.MAX default never is).
+    pub max_compaction_lag_ms: i64,
     /// `max.message.bytes` when the topic sets it: the largest batch Produce accepts. `None`
     /// leaves the broker's `--max-message-bytes` (Kafka's `message.max.bytes`, its synonym).
     pub max_message_bytes: Option<usize>,
@@ -566,6 +570,10 @@ pub struct LogPolicy {
     pub flush_messages: Option<u64>,
     /// `flush.ms`; `None` when unset, as `flush.messages`.
     pub flush_ms: Option<u64>,
+    /// `compression.type` when it names a codec (`uncompressed` is [`Compression::None`]), with
+    /// the topic's `compression.<codec>.level`: a batch sent in another codec is stored
+    /// recompressed into this one. `None` for `producer`: batches are stored as sent.
+    pub compression: Option<(Compression, i32)>,
 }
 
 impl Default for LogPolicy {
@@ -603,8 +611,10 @@ impl LogPolicy {
             retention_ms: retention_ms.filter(|_| delete),
             log_append_time: value(MESSAGE_TIMESTAMP_TYPE) == "LogAppendTime",
             delete_retention_ms: long(DELETE_RETENTION_MS, 86_400_000),
+            file_delete_delay_ms: long(FILE_DELETE_DELAY_MS, 60_000),
             min_cleanable_dirty_ratio: value(MIN_CLEANABLE_DIRTY_RATIO).parse().unwrap_or(0.5),
             min_compaction_lag_ms: long(MIN_COMPACTION_LAG_MS, 0),
+            max_compaction_lag_ms: long(MAX_COMPACTION_LAG_MS, i64::MAX),
             max_message_bytes: configs
                 .get(MAX_MESSAGE_BYTES)
                 .and_then(|v| v.trim().parse::<usize>().ok()),
@@ -612,7 +622,23 @@ impl LogPolicy {
             timestamp_after_max_ms: long(MESSAGE_TIMESTAMP_AFTER_MAX_MS, 3_600_000),
             flush_messages: set_long(FLUSH_MESSAGES),
             flush_ms: set_long(FLUSH_MS),
+            compression: codec(value(COMPRESSION_TYPE)).map(|codec| {
+                let level = format!("compression.{}.level", codec.name());
+                (codec, long(&level, 0).try_into().unwrap_or(0))
+            }),
         }
+    }
+}
+
+/// The codec a `compression.type` names; `None` for `producer`.
+fn codec(compression_type: &str) -> Option<Compression> {
+    match compression_type {
+        "uncompressed" => Some(Compression::None),
+        "gzip" => Some(Compression::Gzip),
+        "snappy" => Some(Compression::Snappy),
+        "lz4" => Some(Compression::Lz4),
+        "zstd" => Some(Compression::Zstd),
+        _ => None,
     }
 }
 
@@ -720,6 +746,7 @@ mod tests {
         assert!(default.delete && !default.compact && !default.log_append_time);
         assert_eq!(default.retention_ms, Some(604_800_000));
         assert_eq!(default.retention_bytes, None);
+        assert_eq!(default.max_compaction_lag_ms, i64::MAX);
         let compacted = LogPolicy::from_configs(&configs(&[
             ("cleanup.policy", "compact"),
             ("retention.bytes", "1000"),
@@ -748,6 +775,28 @@ mod tests {
         };
         assert_eq!(flush("1", "250"), (Some(1), Some(250)));
         assert_eq!(flush(LONG_MAX, LONG_MAX), (None, None));
+        let compression =
+            |pairs: &[(&str, &str)]| LogPolicy::from_configs(&configs(pairs)).compression;
+        assert_eq!(default.compression, None);
+        assert_eq!(
+            compression(&[("compression.type", "uncompressed")]),
+            Some((Compression::None, 0))
+        );
+        assert_eq!(
+            compression(&[("compression.type", "gzip")]),
+            Some((Compression::Gzip, -1))
+        );
+        assert_eq!(
+            compression(&[
+                ("compression.type", "zstd"),
+                ("compression.zstd.level", "-5")
+            ]),
+            Some((Compression::Zstd, -5))
+        );
+        assert_eq!(
+            compression(&[("compression.type", "lz4"), ("compression.zstd.level", "7")]),
+            Some((Compression::Lz4, 9))
+        );
         assert_eq!(
             segment_bytes(&configs(&[
                 ("segment.bytes", "2097152"),

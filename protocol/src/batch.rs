@@ -1,10 +1,13 @@
 //! A view over the 61-byte header of a v2 record batch (magic 2), read in place.
 //!
 //! The broker stores batches exactly as producers sent them and only rewrites `baseOffset`, which
-//! the CRC does not cover, so neither produce nor fetch decodes a single record. Layout: Kafka's
+//! the CRC does not cover, so neither produce nor fetch decodes a single record (but for a batch
+//! recompressed into its topic's `compression.type`, [`recompressed`]). Layout: Kafka's
 //! `DefaultRecordBatch` (see `shared/reference/kafka-protocol.md`, section 4).
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+
+use crate::compression::Compression;
 
 /// Bytes before the first record.
 pub const HEADER_LEN: usize = 61;
@@ -189,6 +192,35 @@ pub fn set_log_append_time(batch: &mut [u8], time: i64) {
     batch[35..43].copy_from_slice(&time.to_be_bytes());
     let crc = crc32c(&batch[CRC_START..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// `batch` (one v2 batch, its `header`) with its records recompressed into `codec` at `level`,
+/// as Kafka's `LogValidator` rebuilds a batch sent in another codec than its topic's
+/// `compression.type`: the header is kept but for the codec bits, the length and the CRC. The
+/// records are decompressed to at most `limit` bytes.
+pub fn recompressed(
+    batch: &Bytes,
+    header: &BatchHeader,
+    codec: Compression,
+    level: i32,
+    limit: usize,
+) -> Result<Bytes, String> {
+    let source = Compression::from_attribute_bits(header.attributes)
+        .ok_or_else(|| format!("unknown compression codec {}", header.compression()))?;
+    let records = source
+        .decompress(batch.slice(HEADER_LEN..), limit)
+        .map_err(|e| e.to_string())?;
+    let mut out = BytesMut::with_capacity(HEADER_LEN + records.len());
+    out.extend_from_slice(&batch[..HEADER_LEN]);
+    let attributes = (header.attributes & !COMPRESSION_MASK) | codec.attribute_bits();
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    codec.compress_at(&records, level, &mut out)?;
+    let batch_length = i32::try_from(out.len() - LOG_OVERHEAD)
+        .map_err(|_| format!("a batch of {} bytes", out.len()))?;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let crc = crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
 }
 
 /// Splits concatenated batches into whole batches, dropping an incomplete tail (a broker may cut

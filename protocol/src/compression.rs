@@ -8,10 +8,10 @@
 //! with the same codec libraries because the crate's decompressors have no bound.
 
 use std::fmt;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::str::FromStr;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -88,6 +88,35 @@ impl Compression {
             Self::Zstd => Zstd::compress(out, copy_in),
         };
         done.map_err(|e| format!("{} compression failed: {e}", self.name()))
+    }
+
+    /// Appends `input` compressed at a Kafka `compression.<codec>.level` (a topic's, when the
+    /// broker recompresses into its `compression.type`): gzip's -1 is zlib's default; snappy
+    /// has no level. The frames are those of [`Compression::compress`].
+    pub fn compress_at(self, input: &[u8], level: i32, out: &mut BytesMut) -> Result<(), String> {
+        let failed = |e: io::Error| format!("{} compression failed: {e}", self.name());
+        let mut writer = out.writer();
+        match self {
+            Self::None | Self::Snappy => return self.compress(input, writer.into_inner()),
+            Self::Gzip => {
+                let level = u32::try_from(level)
+                    .map_or_else(|_| flate2::Compression::default(), flate2::Compression::new);
+                let mut encoder = flate2::write::GzEncoder::new(writer, level);
+                encoder.write_all(input).map_err(failed)?;
+                encoder.finish().map_err(failed)?;
+            }
+            Self::Lz4 => {
+                let mut encoder = lz4::EncoderBuilder::new()
+                    .level(u32::try_from(level).unwrap_or(0))
+                    .block_mode(lz4::BlockMode::Independent)
+                    .build(writer)
+                    .map_err(failed)?;
+                encoder.write_all(input).map_err(failed)?;
+                encoder.finish().1.map_err(failed)?;
+            }
+            Self::Zstd => zstd::stream::copy_encode(input, &mut writer, level).map_err(failed)?,
+        }
+        Ok(())
     }
 
     /// A stream of `input` decompressed. It holds one codec window, never the whole output, and

@@ -10,7 +10,8 @@
   TS..TS+2 (ten minutes from now, after the markers' broker time), then leaves a transaction open holding one record stamped TS+10. A read_committed
   consumer's offsets_for_times(TS+5) finds no offset (-1, past the last stable offset), a
   read_uncommitted one finds offset 4 (the commit marker is 3); after the commit
-  read_committed finds offset 4 too.
+  read_committed finds offset 4 too. The admin's list_offsets by max timestamp (ListOffsets -3)
+  answers the same way: -1 under read_committed while the transaction is open, 4 otherwise.
 - tombstone-horizon: on a compacted topic with delete.retention.ms one hour, key "a" is written
   and deleted with timestamps a day old, then filler records make the log dirty. Once the
   cleaner has dropped "a"'s value, confluent-kafka and kafka-python still read the delete at
@@ -20,8 +21,8 @@
 
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
@@ -116,6 +117,14 @@ def _offset_for(bootstrap, topic, isolation, ts):
     return found.offset
 
 
+def _max_timestamp_offset(admin, topic, isolation):
+    """confluent-kafka's admin list_offsets with OffsetSpec.max_timestamp() (ListOffsets -3)."""
+    tp = TopicPartition(topic, 0)
+    futures = admin.list_offsets({tp: OffsetSpec.max_timestamp()}, isolation_level=isolation,
+                                 request_timeout=15)
+    return futures[tp].result(timeout=20).offset
+
+
 def read_committed_by_time(bootstrap, topic):
     admin = _admin(bootstrap)
     _wait(admin.create_topics([NewTopic(topic, 1, 1)]), "create_topics")
@@ -136,10 +145,19 @@ def read_committed_by_time(bootstrap, topic):
     check_eq(committed, -1, "read_committed offsets_for_times(TS+5) with the transaction open")
     check_eq(_offset_for(bootstrap, topic, "read_committed", TS + 1), 1,
              "read_committed offsets_for_times(TS+1)")
+    # The largest timestamp is the open record's (TS+10, offset 4): past the LSO under
+    # read_committed, so no offset there either.
+    check_eq(_max_timestamp_offset(admin, topic, IsolationLevel.READ_UNCOMMITTED), 4,
+             "read_uncommitted list_offsets(max_timestamp)")
+    check_eq(_max_timestamp_offset(admin, topic, IsolationLevel.READ_COMMITTED), -1,
+             "read_committed list_offsets(max_timestamp) with the transaction open")
     prod.commit_transaction(20)
     check_eq(_offset_for(bootstrap, topic, "read_committed", TS + 5), 4,
              "read_committed offsets_for_times(TS+5) after the commit")
-    return "read_committed found no offset past the open transaction (read_uncommitted: 4), then 4 once committed"
+    check_eq(_max_timestamp_offset(admin, topic, IsolationLevel.READ_COMMITTED), 4,
+             "read_committed list_offsets(max_timestamp) after the commit")
+    return ("read_committed found no offset past the open transaction by time or max timestamp "
+            "(read_uncommitted: 4), then 4 once committed")
 
 
 DAY_MS = 86_400_000

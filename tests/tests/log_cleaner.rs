@@ -124,6 +124,37 @@ async fn a_full_dedupe_buffer_cleans_in_passes_on_disk() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A topic's `file.delete.delay.ms`: the files of segments the cleaner replaced stay that long
+/// (a fetch that found a batch in one a moment before still reads it), then go.
+#[tokio::test]
+async fn replaced_segment_files_stay_for_the_topics_file_delete_delay_ms() {
+    let dir = data_dir("cleaner-file-delete-delay");
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let configs = [
+        ("internal.segment.bytes", "300"),
+        ("file.delete.delay.ms", "1000"),
+    ];
+    create_compacted(&mut client, &configs).await;
+    produce_updates(&mut client).await;
+    assert_eq!(segment_files(&dir), 4);
+    assert_eq!(clean_until_done(&broker), 1);
+    // Segments 0, 6 and 12 replaced: 0 by an empty copy (the log start), 12 by a copy with
+    // the last k2 k3 and k0 k1 below the active segment, 6 emptied and gone; their three old
+    // files are still there, beside the active segment at 18.
+    assert_eq!(segment_files(&dir), 6);
+    broker.maintain_logs(NOW_MS + 999);
+    assert_eq!(segment_files(&dir), 6);
+    broker.maintain_logs(NOW_MS + 1000);
+    assert_eq!(segment_files(&dir), 3);
+    assert_eq!(
+        offsets_left(&mut client).await,
+        vec![14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+    );
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Segment files in the data directory, of every generation.
 fn segment_files(dir: &std::path::Path) -> usize {
     let mut count = 0;

@@ -984,3 +984,44 @@ async fn min_cleanable_dirty_ratio_decides_when_a_log_is_cleaned_again() {
     let offsets = read_offsets(&mut client, "ratio").await;
     assert_eq!(offsets, (1..20).chain([21]).collect::<Vec<i64>>());
 }
+
+/// `max.compaction.lag.ms`: a log whose earliest dirty record is older than the lag is cleaned
+/// whatever its dirty ratio (Kafka's `LogCleanerManager.maxCompactionDelay`, which makes it
+/// `needCompactionNow`).
+#[tokio::test]
+async fn max_compaction_lag_ms_cleans_a_log_below_its_dirty_ratio() {
+    let broker = broker().await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("min.cleanable.dirty.ratio", "0.99"),
+        ("max.compaction.lag.ms", "5000"),
+    ];
+    assert_eq!(create_with(&mut client, "overdue", &configs).await.0, 0);
+    let values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    for (i, value) in values.iter().enumerate() {
+        let key = format!("k{i}");
+        let one = keyed(&[(Some(key.as_str()), Some(value.as_str()), 1_000)]);
+        assert_eq!(
+            produce(&mut client, "overdue", 0, one, 9).await.error_code,
+            0
+        );
+    }
+    assert_eq!(broker.maintain_logs(1_000).1.records_removed, 0);
+    for (value, timestamp) in [("x", 3_000), ("y", 4_000)] {
+        let update = keyed(&[(Some("k0"), Some(value), timestamp)]);
+        assert_eq!(
+            produce(&mut client, "overdue", 0, update, 9)
+                .await
+                .error_code,
+            0
+        );
+    }
+    // 2 of 22 batches dirty, below 0.99; the earliest, stamped 3000, is not 5000 ms old yet.
+    assert_eq!(broker.maintain_logs(8_000).1.records_removed, 0);
+    assert_eq!(read_all(&mut client, "overdue", 0).await.len(), 22);
+    // Now it is: cleaned although the ratio is still below.
+    assert_eq!(broker.maintain_logs(8_001).1.records_removed, 2);
+    let offsets = read_offsets(&mut client, "overdue").await;
+    assert_eq!(offsets, (1..20).chain([21]).collect::<Vec<i64>>());
+}

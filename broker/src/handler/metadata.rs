@@ -1,13 +1,17 @@
 //! Metadata: one broker, which is the controller and every partition's leader.
 
+use std::sync::Arc;
+
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::ResponseError;
+use tracing::debug;
 
 use super::{code, str_bytes};
 use crate::state::BrokerState;
+use crate::topic_error::TopicError;
 use crate::topics::Topic;
 
 /// The operations on a topic an unsecured Kafka reports as allowed when asked (READ, WRITE,
@@ -105,12 +109,9 @@ fn lookup(
     operations: i32,
 ) -> MetadataResponseTopic {
     let found = if may_create {
-        state.topic_or_create(name)
+        auto_create(state, name)
     } else {
-        state
-            .topics
-            .get(name)
-            .ok_or_else(crate::topic_error::TopicError::unknown_topic)
+        state.topics.get(name).ok_or_else(TopicError::unknown_topic)
     };
     match found {
         Ok(topic) => describe(state, &topic, operations),
@@ -118,6 +119,20 @@ fn lookup(
             .with_name(Some(name.clone()))
             .with_error_code(code(e.code)),
     }
+}
+
+/// The topic, created if missing, answered as Kafka's `AutoTopicCreationManager` answers: a
+/// name `Topic.validate` refuses is INVALID_TOPIC_EXCEPTION, but the creation itself is the
+/// controller's, whose refusal (a name colliding with another by `.`/`_`, a broker over its
+/// partition limit) the client never sees: to it the topic is still missing,
+/// UNKNOWN_TOPIC_OR_PARTITION.
+fn auto_create(state: &BrokerState, name: &str) -> Result<Arc<Topic>, TopicError> {
+    protocol::names::validate_topic_name(name)
+        .map_err(|m| TopicError::new(ResponseError::InvalidTopicException, m))?;
+    state.topic_or_create(name).map_err(|refused| {
+        debug!(topic = name, "auto-creation refused: {}", refused.message);
+        TopicError::unknown_topic()
+    })
 }
 
 fn describe(state: &BrokerState, topic: &Topic, operations: i32) -> MetadataResponseTopic {

@@ -1,5 +1,6 @@
 //! Produce v3+: exactly one v2 batch per partition, checked by its header and CRC, appended as
-//! received with only its base offset rewritten.
+//! received with only its base offset rewritten (or, sent in another codec than its topic's
+//! `compression.type`, recompressed into that one).
 //!
 //! Kafka's `LogValidator` then checks what the header claims against the records: the offset
 //! range against the count, the count against the records. Here that takes one varint per
@@ -9,13 +10,14 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::future::join_all;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
-use protocol::batch::{validate_single_batch, BatchError, BatchHeader};
-use protocol::compression::DecompressError;
+use protocol::batch::{recompressed, validate_single_batch, BatchError, BatchHeader};
+use protocol::compression::{Compression, DecompressError};
 use protocol::records::{check_records, check_records_keyed, RecordsError};
 
 use super::{code, str_bytes};
@@ -244,6 +246,20 @@ fn append(
     if !policy.log_append_time {
         check_timestamps(&header, &policy, crate::log::now_millis())?;
     }
+    let (records, header) = match policy.compression {
+        Some((codec, level)) if codec.attribute_bits() != header.compression() => {
+            let partition = format!("{topic_name}-{}", data.index);
+            recompress(
+                &records,
+                &header,
+                (codec, level),
+                limit,
+                max_message_bytes,
+                &partition,
+            )?
+        }
+        _ => (records, header),
+    };
     // A newer epoch of this producer id exists: the writer is a zombie of a restarted instance.
     if header.producer_id >= 0
         && state
@@ -268,6 +284,34 @@ fn append(
         .map_err(|e| (e, None))?;
     let start = log.offsets().start;
     Ok((log, appended, start))
+}
+
+/// The batch in the topic's `compression.type` codec, at its level (Kafka's `LogValidator`
+/// rebuilds a batch whose codec is not the topic's), and its new header. Its size is checked
+/// against `max.message.bytes` again, as Kafka's `UnifiedLog.append` does once a batch changed.
+fn recompress(
+    records: &Bytes,
+    header: &BatchHeader,
+    (codec, level): (Compression, i32),
+    limit: usize,
+    max_message_bytes: usize,
+    partition: &str,
+) -> Result<(Bytes, BatchHeader), PartitionError> {
+    let batch = recompressed(records, header, codec, level, limit)
+        .map_err(|e| (ResponseError::CorruptMessage, Some(e)))?;
+    if batch.len() > max_message_bytes {
+        return Err((
+            ResponseError::MessageTooLarge,
+            Some(format!(
+                // Kafka's message, its missing space included.
+                "Message batch size is {} bytes in append topartition {partition} which exceeds the maximum configured size of {max_message_bytes}.",
+                batch.len()
+            )),
+        ));
+    }
+    let header = BatchHeader::parse(&batch)
+        .map_err(|e| (ResponseError::CorruptMessage, Some(e.to_string())))?;
+    Ok((batch, header))
 }
 
 /// KIP-937 as Kafka's `LogValidator.validateTimestamp` applies it to a CreateTime topic: a

@@ -26,7 +26,8 @@
 //! written as the next generation of its file and swapped in; the old file goes after
 //! `file.delete.delay.ms`, so a fetch that found a batch in it a moment before still reads it.
 //! A pass starts once the share of the cleanable bytes not yet cleaned reaches
-//! `min.cleanable.dirty.ratio`.
+//! `min.cleanable.dirty.ratio`, or once its earliest dirty record is older than
+//! `max.compaction.lag.ms`.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -51,8 +52,6 @@ pub struct CleanerConfig {
     pub max_batch_bytes: usize,
     /// Kafka's `log.cleaner.dedupe.buffer.size`: memory for the map of keys to offsets.
     pub dedupe_buffer_bytes: usize,
-    /// Kafka's `file.delete.delay.ms`: how long a replaced segment file stays.
-    pub file_delete_delay_ms: i64,
 }
 
 impl Default for CleanerConfig {
@@ -60,7 +59,6 @@ impl Default for CleanerConfig {
         Self {
             max_batch_bytes: 64 << 20,
             dedupe_buffer_bytes: 128 << 20,
-            file_delete_delay_ms: 60_000,
         }
     }
 }
@@ -100,6 +98,8 @@ struct Plan {
     /// Where each of those segments ends (the next one's base offset).
     segment_ends: Vec<i64>,
     delete_retention_ms: i64,
+    /// The topic's `file.delete.delay.ms`: how long a replaced segment file stays.
+    file_delete_delay_ms: i64,
 }
 
 /// A batch after cleaning: unchanged, rewritten, or gone.
@@ -266,7 +266,7 @@ impl PartitionLog {
             let Some(disk) = state.disk.as_mut() else {
                 return Ok(());
             };
-            if !disk.install_cleaned(&segment.slot, copy, now_ms, config.file_delete_delay_ms) {
+            if !disk.install_cleaned(&segment.slot, copy, now_ms, plan.file_delete_delay_ms) {
                 continue;
             }
             let fresh: Vec<IndexedBatch> = fresh
@@ -355,12 +355,18 @@ fn plan(state: &LogState, now_ms: i64) -> Option<Plan> {
         .cloned()
         .collect();
     let total: usize = batches.iter().map(|b| b.len).sum();
-    let dirty: usize = batches
-        .iter()
-        .filter(|b| b.base_offset >= state.cleaned_to)
-        .map(|b| b.len)
-        .sum();
-    if dirty == 0 || (dirty as f64) < policy.min_cleanable_dirty_ratio * total as f64 {
+    let dirty_batches = || batches.iter().filter(|b| b.base_offset >= state.cleaned_to);
+    let dirty: usize = dirty_batches().map(|b| b.len).sum();
+    // Kafka's `LogCleanerManager.maxCompactionDelay`: a log whose earliest dirty record (by
+    // positive timestamps) is older than `max.compaction.lag.ms` must be cleaned now.
+    let clean_until = now_ms.saturating_sub(policy.max_compaction_lag_ms);
+    let overdue = dirty_batches()
+        .map(|b| b.max_timestamp)
+        .filter(|t| *t > 0)
+        .min()
+        .is_some_and(|earliest| earliest < clean_until);
+    let ratio_reached = (dirty as f64) >= policy.min_cleanable_dirty_ratio * total as f64;
+    if dirty == 0 || !(ratio_reached || overdue) {
         return None;
     }
     let dirty_from = batches.partition_point(|b| b.base_offset < state.cleaned_to);
@@ -375,6 +381,7 @@ fn plan(state: &LogState, now_ms: i64) -> Option<Plan> {
         segments,
         segment_ends,
         delete_retention_ms: policy.delete_retention_ms,
+        file_delete_delay_ms: policy.file_delete_delay_ms,
     })
 }
 
