@@ -13,8 +13,12 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
 pub struct BrokerConfig {
     /// Where to listen; port 0 picks a free port (see [`crate::Broker::addr`]).
     pub listen: SocketAddr,
-    /// Our id in Metadata; also the controller and every partition's leader.
+    /// Our id in Metadata; also the controller and every partition's leader. With several
+    /// `nodes`, the first node's id; the others follow it.
     pub node_id: i32,
+    /// Brokers in this process (`--nodes`): node k listens on `listen`'s port + k - 1 (each on a
+    /// free port with port 0) and partitions' leaders are spread over them.
+    pub nodes: usize,
     /// Partitions of a topic created with `num_partitions = -1` or auto-created.
     pub default_partitions: i32,
     /// Create unknown topics on Metadata (when the client allows it) and on Produce.
@@ -102,6 +106,7 @@ impl Default for BrokerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             node_id: 1,
+            nodes: 1,
             default_partitions: 1,
             auto_create_topics: false,
             max_request_bytes: protocol::frame::DEFAULT_MAX_FRAME_BYTES,
@@ -154,6 +159,18 @@ impl BrokerConfig {
             return (host, bound.port());
         }
         (bound.ip().to_string(), bound.port())
+    }
+
+    /// What clients are told to connect to for the node with this index (0 for the first)
+    /// bound at `bound`: as [`Self::advertised`], with an advertised listener's port shifted by
+    /// the index as the listen ports are. `None` past the last port.
+    pub fn advertised_node(&self, bound: SocketAddr, index: usize) -> Option<(String, u16)> {
+        let (host, port) = self.advertised(bound);
+        if self.advertised_listener.is_none() {
+            return Some((host, port));
+        }
+        let port = u16::try_from(usize::from(port) + index).ok()?;
+        Some((host, port))
     }
 }
 

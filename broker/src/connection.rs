@@ -34,9 +34,11 @@ const MAX_IDLE: Duration = Duration::from_secs(600);
 /// the request is answered; a peer that pipelines this much and then hangs up is noticed only then.
 const READ_AHEAD: usize = 64 * 1024;
 
+/// Serves one connection accepted by node `node`'s listener.
 pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
+    node: i32,
     state: Arc<BrokerState>,
     shutdown: CancellationToken,
 ) {
@@ -87,7 +89,7 @@ pub async fn serve(
         let reply = tokio::select! {
             // Handled first: a request sent just before a hang-up (a produce with acks=0) counts.
             biased;
-            reply = handler::handle(&state, peer, frame) => reply,
+            reply = handler::handle(&state, node, peer, frame) => reply,
             () = hang_up(&mut reader, &mut buffer) => {
                 debug!(%peer, "peer closed the connection during a request");
                 return;

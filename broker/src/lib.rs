@@ -21,6 +21,7 @@
 mod accept;
 mod answers;
 pub mod capacity;
+pub mod cluster;
 pub mod config;
 mod connection;
 mod disk_log;

@@ -20,6 +20,11 @@ struct Args {
     /// picks a free port.
     #[arg(long, default_value = "127.0.0.1:9092", value_name = "HOST:PORT")]
     listen: String,
+    /// Brokers to run in this process, each with its own node id (1..=N) and listener: node k
+    /// on --listen's port + k - 1 (each on a free port with port 0). Partition leaders and group
+    /// coordinators are spread over them; every node serves the same single copy of the data.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    nodes: u16,
     /// The HOST:PORT clients are told to connect to (Kafka's advertised.listeners), when it is
     /// not the listen address: behind NAT or port forwarding, or with --listen 0.0.0.0:PORT,
     /// which otherwise advertises this machine's host name.
@@ -170,6 +175,7 @@ async fn run(args: Args, parent: Option<u32>) -> ExitCode {
     }
     let config = BrokerConfig {
         listen,
+        nodes: usize::from(args.nodes),
         default_partitions: args.default_partitions,
         auto_create_topics: args.auto_create_topics,
         max_request_bytes: args.max_request_bytes,
@@ -223,8 +229,10 @@ async fn run(args: Args, parent: Option<u32>) -> ExitCode {
     let (host, port) = advertised.advertised(broker.addr());
     tracing::info!("clients are told to connect to {host}:{port}");
     // Stdout has these lines only: scripts and tests read each bound address from its last
-    // word, the listener's first.
-    println!("broker listening on {}", broker.addr());
+    // word, the listeners' first (one line per node, in node order).
+    for addr in broker.addrs() {
+        println!("broker listening on {addr}");
+    }
     if let Some(metrics) = broker.metrics_addr() {
         println!("metrics listening on {metrics}");
     }

@@ -215,9 +215,48 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         "Produce acknowledgements dropped after the append by fault injection.",
     );
     faults.sample(&[], state.faults.acks_dropped() as i64);
-    [start, end, duplicates, committed, lag, lag_seconds, faults]
-        .map(|f| f.text)
-        .concat()
+    let [requests, redirects] = node_traffic(state);
+    [
+        start,
+        end,
+        duplicates,
+        committed,
+        lag,
+        lag_seconds,
+        faults,
+        requests,
+        redirects,
+    ]
+    .map(|f| f.text)
+    .concat()
+}
+
+/// Requests per node and API, and those answered with a redirect (as Kafka's RequestsPerSec and
+/// ErrorsPerSec, counted from the start).
+fn node_traffic(state: &BrokerState) -> [Family; 2] {
+    let mut requests = Family::counter(
+        "kafka_network_requests_total",
+        "Requests the node received, per API.",
+    );
+    let mut redirects = Family::counter(
+        "kafka_network_request_redirects_total",
+        "Requests the node answered NOT_LEADER_OR_FOLLOWER (a partition led by another node) or \
+         NOT_COORDINATOR (a group or transactional id coordinated by another); over \
+         kafka_network_requests_total, the redirect ratio that shows a client's stale map.",
+    );
+    for (node, api, counts) in state.cluster.traffic.snapshot() {
+        let (node, api) = (node.to_string(), format!("{api:?}"));
+        let labels = [("node", node.as_str()), ("api", api.as_str())];
+        requests.sample(&labels, counts.requests);
+        for (error, count) in [
+            ("NOT_LEADER_OR_FOLLOWER", counts.not_leader),
+            ("NOT_COORDINATOR", counts.not_coordinator),
+        ] {
+            let labels = [labels[0], labels[1], ("error", error)];
+            redirects.sample(&labels, count);
+        }
+    }
+    [requests, redirects]
 }
 
 /// One metric family: its HELP and TYPE lines, then its samples.

@@ -11,6 +11,8 @@ use tracing::info;
 
 use crate::accept::accept_loop;
 use crate::capacity::PartitionBudget;
+use crate::cluster::moves::Moves;
+use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::faults::Faults;
@@ -32,7 +34,8 @@ const OFFSETS_FILE: &str = "@consumer-offsets";
 /// the same and waits until each connection task has finished.
 #[derive(Debug)]
 pub struct Broker {
-    addr: SocketAddr,
+    /// Each node's listener, in node order (one unless `config.nodes`).
+    addrs: Vec<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     state: Arc<BrokerState>,
     shutdown: CancellationToken,
@@ -43,8 +46,12 @@ impl Broker {
     /// Recovers the topics of `config.data_dir` if there is one, binds `config.listen` and starts
     /// serving on the current tokio runtime.
     pub async fn start(config: BrokerConfig) -> io::Result<Broker> {
-        let listener = TcpListener::bind(config.listen).await?;
-        let addr = listener.local_addr()?;
+        let listeners = crate::cluster::listeners::bind(&config).await?;
+        let addrs = listeners
+            .iter()
+            .map(TcpListener::local_addr)
+            .collect::<io::Result<Vec<_>>>()?;
+        let addr = addrs[0];
         let faults = Arc::new(Faults::default());
         for fault in &config.faults {
             faults.add(fault.clone());
@@ -88,6 +95,11 @@ impl Broker {
             }
             None => groups,
         };
+        let moves = match &config.data_dir {
+            Some(dir) => Moves::open(dir)?,
+            None => Moves::default(),
+        };
+        let cluster = Cluster::new(crate::cluster::listeners::nodes(&config, &addrs)?, moves);
         let (advertised_host, advertised_port) = config.advertised(addr);
         let state = Arc::new(BrokerState {
             advertised_host,
@@ -104,6 +116,7 @@ impl Broker {
             // Never below one batch: a batch larger than the budget could never be served.
             fetch_memory: FetchMemory::new(config.fetch_memory_bytes.max(config.max_message_bytes)),
             groups,
+            cluster,
             config,
         });
         // Transactions a crash left decided: their markers and offsets, before any request.
@@ -135,18 +148,23 @@ impl Broker {
                 .await;
         });
         crate::producer_expiry::spawn(state.clone(), shutdown.clone(), &tasks);
-        let serving = state.clone();
-        let stop = shutdown.clone();
-        tasks.spawn(accept_loop(
-            listener,
-            state.config.max_connections,
-            shutdown.clone(),
-            tasks.clone(),
-            move |stream, peer| connection::serve(stream, peer, serving.clone(), stop.clone()),
-        ));
-        info!(%addr, "broker listening");
+        let node_ids: Vec<i32> = state.cluster.nodes().iter().map(|n| n.id).collect();
+        for ((listener, addr), node) in listeners.into_iter().zip(&addrs).zip(node_ids) {
+            let serving = state.clone();
+            let stop = shutdown.clone();
+            tasks.spawn(accept_loop(
+                listener,
+                state.config.max_connections,
+                shutdown.clone(),
+                tasks.clone(),
+                move |stream, peer| {
+                    connection::serve(stream, peer, node, serving.clone(), stop.clone())
+                },
+            ));
+            info!(%addr, node, "broker listening");
+        }
         Ok(Broker {
-            addr,
+            addrs,
             metrics_addr,
             state,
             shutdown,
@@ -154,9 +172,15 @@ impl Broker {
         })
     }
 
-    /// The address actually bound (the real port when the config asked for port 0).
+    /// The address actually bound (the real port when the config asked for port 0); with
+    /// several nodes, the first node's.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0]
+    }
+
+    /// Every node's bound address, in node order.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// Where `GET /metrics` is served, when the config asked for it.
@@ -208,7 +232,8 @@ impl Broker {
     /// the fuzz targets, which drive the handlers without sockets.
     #[doc(hidden)]
     pub async fn handle_frame(&self, frame: bytes::Bytes) -> Option<Vec<u8>> {
-        match crate::handler::handle(&self.state, self.addr, frame).await {
+        let node = self.state.node_id();
+        match crate::handler::handle(&self.state, node, self.addr(), frame).await {
             crate::handler::Reply::Frame(out, _) => {
                 let mut wire = Vec::new();
                 out.write_to(&mut wire).await.ok()?;

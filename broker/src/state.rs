@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 
 use crate::capacity::PartitionBudget;
+use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 use crate::faults::Faults;
 use crate::fetch_memory::FetchMemory;
@@ -34,6 +35,8 @@ pub struct BrokerState {
     pub fetch_memory: Arc<FetchMemory>,
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
+    /// The nodes (one unless `--nodes`), who leads each partition and who coordinates what.
+    pub cluster: Cluster,
 }
 
 impl BrokerState {

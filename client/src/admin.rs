@@ -2,7 +2,7 @@
 //! (`admin/configs.rs`); and consumer groups: list, describe, committed offsets and committing
 //! them, delete (`admin/groups.rs`), lag (`admin/lag.rs`) and time lag (`admin/time_lag.rs`),
 //! resetting and deleting offsets (`admin/reset.rs`), waiting for a group to catch up
-//! (`admin/catch_up.rs`).
+//! (`admin/catch_up.rs`); and moving partitions between brokers (`admin/reassign.rs`).
 //! Topic changes go to the controller named in a fresh Metadata answer, as Kafka requires;
 //! NOT_CONTROLLER and transient failures are retried.
 
@@ -11,6 +11,7 @@ mod catch_up;
 mod configs;
 mod groups;
 mod lag;
+mod reassign;
 mod reset;
 mod time_lag;
 
@@ -35,6 +36,7 @@ pub use groups::{
     parse_group_state, GroupDescription, GroupListing, MemberDescription, GROUP_STATES,
 };
 pub use lag::{lag_rows, GroupLag, Owner, PartitionLag};
+pub use reassign::{OngoingReassignment, Reassignment};
 pub use reset::{DeletedOffset, ResetPlan, ResetScope, ResetTo};
 
 /// A topic to create.

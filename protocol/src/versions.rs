@@ -58,6 +58,8 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 0, 2),
     api(ApiKey::AlterConfigs, 0, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 0, 1),
+    api(ApiKey::AlterPartitionReassignments, 0, 0, 0),
+    api(ApiKey::ListPartitionReassignments, 0, 0, 0),
     api(ApiKey::OffsetDelete, 0, 0, 0),
 ];
 
@@ -125,6 +127,8 @@ pub fn request_versions(key: ApiKey) -> Option<VersionRange> {
         ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,
         ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
         ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
+        ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
+        ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
         _ => return None,
     })
 }

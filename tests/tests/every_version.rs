@@ -289,6 +289,25 @@ fn group_sample(key: ApiKey, version: i16) -> Option<RequestBody> {
         ApiKey::DeleteGroups => RequestBody::DeleteGroups(
             DeleteGroupsRequest::default().with_groups_names(vec![group("g-commit")]),
         ),
+        // Partition 0 to the only node (done at once), partition 9 missing.
+        ApiKey::AlterPartitionReassignments => RequestBody::AlterPartitionReassignments(
+            AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                alter_partition_reassignments_request::ReassignableTopic::default()
+                    .with_name(topic_name("t"))
+                    .with_partitions(
+                        [0, 9]
+                            .map(|p| {
+                                alter_partition_reassignments_request::ReassignablePartition::default()
+                                    .with_partition_index(p)
+                                    .with_replicas(Some(vec![BrokerId(1)]))
+                            })
+                            .to_vec(),
+                    ),
+            ]),
+        ),
+        ApiKey::ListPartitionReassignments => RequestBody::ListPartitionReassignments(
+            ListPartitionReassignmentsRequest::default(),
+        ),
         _ => return None,
     })
 }
@@ -322,11 +341,15 @@ enum RequestBody {
     ListOffsets(ListOffsetsRequest),
     Produce(ProduceRequest),
     Fetch(FetchRequest),
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest),
+    ListPartitionReassignments(ListPartitionReassignmentsRequest),
 }
 
 async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
     match body {
         RequestBody::ApiVersions(r) => drop(client.call(&r, version).await),
+        RequestBody::AlterPartitionReassignments(r) => drop(client.call(&r, version).await),
+        RequestBody::ListPartitionReassignments(r) => drop(client.call(&r, version).await),
         RequestBody::Metadata(r) => drop(client.call(&r, version).await),
         RequestBody::CreateTopics(r) => drop(client.call(&r, version).await),
         RequestBody::DeleteTopics(r) => drop(client.call(&r, version).await),

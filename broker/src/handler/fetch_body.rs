@@ -57,6 +57,31 @@ impl FetchedPartition {
 }
 
 impl FetchBody {
+    /// Adds NOT_LEADER_OR_FOLLOWER for partitions another node leads (taken out of the request
+    /// by the cluster's routing).
+    pub fn add_not_led(&mut self, partitions: &[(TopicName, Vec<i32>)]) {
+        super::route::merge_partitions(
+            &mut self.topics,
+            partitions,
+            |t| &t.name,
+            |name| FetchedTopic {
+                name,
+                partitions: Vec::new(),
+            },
+            |t, index| {
+                t.partitions.push(FetchedPartition {
+                    index,
+                    error_code: kafka_protocol::ResponseError::NotLeaderOrFollower.code(),
+                    high_watermark: -1,
+                    last_stable_offset: -1,
+                    log_start_offset: -1,
+                    aborted: Vec::new(),
+                    records: Vec::new(),
+                })
+            },
+        );
+    }
+
     /// Encodes the body into `head` and returns what follows it on the wire, written as is.
     pub fn encode(&self, head: &mut BytesMut, version: i16) -> Result<Vec<Bytes>, String> {
         if !VERSIONS.contains(&version) {

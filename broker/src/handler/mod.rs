@@ -16,6 +16,8 @@ mod group_offsets;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod reassign;
+mod route;
 mod txn;
 
 use std::future::Future;
@@ -28,6 +30,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use protocol::frame::start_frame;
 use protocol::pieces::OutFrame;
 use protocol::versions::{broker_accepts, HeaderPrefix};
+use route::Routed;
 use tracing::debug;
 
 use crate::fetch_memory::FetchPermit;
@@ -57,7 +60,8 @@ impl std::fmt::Debug for Deferred {
     }
 }
 
-pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Reply {
+/// Handles one request received by node `node` (the only node unless `--nodes`).
+pub async fn handle(state: &BrokerState, node: i32, peer: SocketAddr, frame: Bytes) -> Reply {
     let Some(prefix) = HeaderPrefix::peek(&frame) else {
         return Reply::Close(format!(
             "frame of {} bytes is shorter than a request header",
@@ -90,7 +94,13 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
         Err(e) => return Reply::Close(format!("bad {key:?} v{version} request body: {e}")),
     };
     debug!(api = ?key, version, correlation_id = header.correlation_id, client = ?header.client_id, "request");
-    let response = match request {
+    let (request, misrouted) = match route::before(state, node, key, request) {
+        Routed::Forward(request, misrouted) => (request, misrouted),
+        Routed::Answered(response) => {
+            return encode(header.correlation_id, key, version, &response)
+        }
+    };
+    let mut response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(state, r, version)),
         RequestKind::CreateTopics(r) => {
@@ -118,16 +128,23 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
             produce::ProduceReply::AfterSync(waiting) => {
                 let correlation_id = header.correlation_id;
                 return Reply::Later(Deferred(Box::pin(async move {
-                    let response = ResponseKind::Produce(waiting.synced().await);
+                    let mut response = ResponseKind::Produce(waiting.synced().await);
+                    misrouted.answer(&mut response);
                     encode(correlation_id, key, version, &response)
                 })));
+            }
+            // acks=0 has no answer to carry NOT_LEADER_OR_FOLLOWER, so Kafka closes the
+            // connection instead: the client then re-reads metadata.
+            produce::ProduceReply::Silent if !misrouted.is_empty() => {
+                return Reply::Close("acks=0 produce to partitions another node leads".into())
             }
             produce::ProduceReply::Silent => return Reply::Silent,
             produce::ProduceReply::Close(reason) => return Reply::Close(reason.into()),
         },
         RequestKind::Fetch(r) => {
             // Written around the stored batches, not through the crate (which would copy them).
-            let (body, permit) = fetch::handle(state, r).await;
+            let (mut body, permit) = fetch::handle(state, r).await;
+            body.add_not_led(misrouted.partitions());
             return match respond(header.correlation_id, key, version, |out| {
                 body.encode(out, version)
             }) {
@@ -177,8 +194,15 @@ pub async fn handle(state: &BrokerState, peer: SocketAddr, frame: Bytes) -> Repl
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(group_admin::delete_groups(state, r))
         }
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(reassign::alter(state, r))
+        }
+        RequestKind::ListPartitionReassignments(_) => {
+            ResponseKind::ListPartitionReassignments(reassign::list())
+        }
         other => return Reply::Close(format!("no handler for {other:?}")),
     };
+    route::after(state, node, &mut response, misrouted);
     encode(header.correlation_id, key, version, &response)
 }
 

@@ -7,6 +7,7 @@ mod groups;
 mod json;
 mod partition;
 mod produce;
+mod reassign;
 mod report;
 mod table;
 mod topics;
@@ -40,7 +41,8 @@ pub use waiting::{Waited, Waiting};
   client groups describe billing
   client groups wait billing --max-lag 0
   client check order orders --seq header:seq
-  client partition order-8842 --partitions 12 --to 24"
+  client partition order-8842 --partitions 12 --to 24
+  client reassign move orders 7 --to 2"
 )]
 pub struct Cli {
     /// Broker to start from, HOST:PORT (several: comma-separated)
@@ -89,6 +91,10 @@ pub enum Verb {
     Check(check::CheckVerb),
     /// Which partition keys go to under Kafka's partitioner, and which move when a topic grows
     Partition(partition::PartitionArgs),
+    /// Move partitions between brokers, as kafka-reassign-partitions.sh: execute a plan, move
+    /// one partition, verify, list those in progress
+    #[command(subcommand)]
+    Reassign(reassign::ReassignVerb),
 }
 
 /// `--timeout`: whole seconds, optionally with `s`, or minutes with `m`.
@@ -133,6 +139,10 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             waiting.finish(offsets(&admin, &topic, format)).await
         }
         Verb::Check(verb) => check::run(&client, verb, &waiting).await,
+        Verb::Reassign(verb) => {
+            let admin = Admin::new(client);
+            waiting.finish(reassign::run(&admin, verb)).await
+        }
         Verb::Partition(_) => unreachable!("handled without a broker"),
     }
 }

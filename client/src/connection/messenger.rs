@@ -335,6 +335,8 @@ pub fn api_name(key: i16) -> &'static str {
         Ok(ApiKey::DescribeGroups) => "DescribeGroups",
         Ok(ApiKey::ListGroups) => "ListGroups",
         Ok(ApiKey::DeleteGroups) => "DeleteGroups",
+        Ok(ApiKey::AlterPartitionReassignments) => "AlterPartitionReassignments",
+        Ok(ApiKey::ListPartitionReassignments) => "ListPartitionReassignments",
         _ => "request",
     }
 }

@@ -51,6 +51,10 @@ pub const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    // Moving partitions between brokers (kafka-reassign-partitions.sh); v1 only adds a flag
+    // allowing the replication factor to change.
+    (ApiKey::AlterPartitionReassignments, 0, 0),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 const SOFTWARE_NAME: &str = "workshop-client";

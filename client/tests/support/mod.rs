@@ -52,6 +52,7 @@ pub async fn client(addr: Option<SocketAddr>, args: &[&str], stdin: &str) -> Run
 }
 
 /// A broker on 127.0.0.1:0 with the default settings.
+#[allow(dead_code)] // not every test binary that shares this module uses it
 pub async fn broker() -> Broker {
     Broker::start(BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
