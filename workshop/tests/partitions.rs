@@ -12,7 +12,10 @@ use std::sync::OnceLock;
 
 use protocol::partitioner::partition_for_key;
 use serde_json::Value;
-use support::{assert_figures_follow_the_seed, run_json, workspace_binary, BrokerProcess};
+use support::{
+    assert_figures_follow_the_seed, narrated, narrated_against, run_json, unwrapped,
+    workspace_binary, BrokerProcess,
+};
 use workshop::LabReport;
 
 const SEED_LINE: &str = "ERROR aggregate not found: order 8842 (expected version 6, store empty)";
@@ -106,6 +109,10 @@ fn assert_seed_figures(json: &Value) {
     assert_eq!(steps["routing_version"], 2);
     assert_eq!(steps["old_topic_max_lag_at_switch"], 0);
     assert!(steps["blocked_rounds"].as_u64().unwrap() > 0);
+
+    // A group left with Kafka's default auto.offset.reset=latest never reads the cancellation,
+    // the one record orders-16 held when that group took it over.
+    assert_eq!(f["skipped_with_latest"], 1, "{f}");
 
     let shrink = &f["shrink"];
     assert_eq!(shrink["refused"], true);
@@ -213,4 +220,98 @@ fn with_bootstrap_the_lab_runs_against_a_separate_broker_and_cleans_up() {
     assert!(topics.is_empty(), "topics left behind: {topics:?}");
     assert!(groups.is_empty(), "groups left behind: {groups:?}");
     drop(broker);
+}
+
+/// What the room is told about Kafka: the group's auto.offset.reset and what Kafka's default
+/// would have lost, whose partitioner murmur2 is, and a lag table that does not claim to be the
+/// tool's.
+#[test]
+fn the_room_hears_the_settings_that_differ_from_kafka_s_defaults() {
+    let (report, text) = narrated("partitions", &[]);
+    assert_eq!(report.exit_code(), 0);
+    let text = unwrapped(&text);
+    for said in [
+        "The group starts a partition nobody committed on at its beginning \
+         (auto.offset.reset=earliest; Kafka's default is latest, which the increase puts to the test).",
+        "new records follow murmur2(key) % 24 (the partitioner of Java's producer; librdkafka's \
+         default, consistent_random, is crc32(key) % P and puts order-8842 on 9 of 12).",
+        "A second group with Kafka's default, latest, took the new partitions over after the \
+         producer had written to them and started each at its end: orders-16 at offset 1, the \
+         other 11 at 0. It never reads order 8842's cancellation: for that group order 8842 is \
+         never cancelled. A loss, not a reordering (KAFKA-12261).",
+        "this group (earliest) lost and repeated nothing; the order is what broke. With \
+         auto.offset.reset=latest, Kafka's default, 1 event was never read: a loss, next to the \
+         reordering.",
+        "Group order-service's lag per partition just before the change (offsets as \
+         kafka-consumer-groups.sh --describe reads them; the table is the lab's):",
+    ] {
+        assert!(text.contains(said), "does not say {said:?}:\n{text}");
+    }
+    // "(s)" only in the broker's own words, which are Kafka's.
+    let ours = text.replace("currently has 24 partition(s);", "");
+    assert!(!ours.contains("(s)"), "{text}");
+    assert!(
+        !text.contains("kafka-consumer-groups.sh --describe --group"),
+        "{text}"
+    );
+}
+
+/// A cluster without CreatePartitions (tansu offers none): the failure and the refusal to
+/// shrink are skipped and say why, both fixes run with the figures they have on any cluster,
+/// and the verdict, and so the exit code, covers the fixes.
+#[test]
+fn on_a_cluster_without_create_partitions_the_fixes_still_run() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt.block_on(::tests::WithoutApi::start(
+        ::tests::BrokerConfig::default(),
+        client::ApiKey::CreatePartitions as i16,
+    ));
+    let (report, text) = narrated_against("partitions", &cluster.addr.to_string(), &[]);
+    let reason = "this cluster does not offer CreatePartitions";
+    let skipped: Vec<(&str, &str)> = report
+        .skipped
+        .iter()
+        .map(|s| (s.phase.as_str(), s.reason.as_str()))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("The operator adds partitions", reason),
+            ("Shrinking back", reason)
+        ]
+    );
+    assert_eq!(report.exit_code(), 0, "{}", report.figures);
+    let f = &report.figures;
+    for skipped in ["violations", "skipped_with_latest", "failure", "shrink"] {
+        assert_eq!(f[skipped], Value::Null, "{skipped}");
+    }
+    let expected = &default_run().1["figures"];
+    assert_eq!(f["keys_moved"], expected["keys_moved"]);
+    assert_eq!(f["violations_after_fix"], 0);
+    for fix in ["provisioned", "migration"] {
+        for figure in ["violations", "rounds", "max_lag_at_change", "partitions"] {
+            assert_eq!(
+                f["fixes"][fix][figure], expected["fixes"][fix][figure],
+                "{fix} {figure}"
+            );
+        }
+    }
+    assert!(
+        text.contains("1. The operator adds partitions")
+            && text.contains("4. Shrinking back")
+            && text
+                .matches("Skipped: this cluster does not offer CreatePartitions.")
+                .count()
+                == 2,
+        "{text}"
+    );
+    let text = unwrapped(&text);
+    assert!(
+        text.contains(
+            "The increase did not run on this cluster; by Kafka's partitioner it would move 112 of \
+             240 keys (46.7 %)."
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Checks - ok: shrinking"), "{text}");
 }

@@ -118,6 +118,11 @@ fn figures(report: &LabReport) -> Value {
     serde_json::from_str::<Value>(&report.to_json()).unwrap()["figures"].clone()
 }
 
+/// `1 event`, `14 events`: a count as the labs narrate it.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
@@ -199,9 +204,14 @@ fn partitions_agrees(prose: &str, f: &Value) {
             format!("{moved} of {total} order keys moved"),
             format!("moved {moved} of {total} keys"),
             format!(
-                "{} event(s) of {} order(s) reached the store before an earlier version",
-                u(&f["violations"]),
-                u(&failure["keys_out_of_order"])
+                "{} of {} reached the store before an earlier version",
+                count(u(&f["violations"]), "event", "events"),
+                count(u(&failure["keys_out_of_order"]), "order", "orders")
+            ),
+            format!(
+                "With auto.offset.reset=latest, Kafka's default, {} never read: a loss, next to the \
+                 reordering.",
+                count(u(&f["skipped_with_latest"]), "event was", "events were")
             ),
             format!("a backlog, {}", backlog(failure)),
             backlog(provisioned),
@@ -210,7 +220,7 @@ fn partitions_agrees(prose: &str, f: &Value) {
     assert_counts(
         "partitions",
         prose,
-        " violation(s)",
+        " violation",
         &[
             u(&provisioned["violations"]),
             u(&f["fixes"]["migration"]["violations"]),
@@ -524,7 +534,7 @@ fn when_the_group_keeps_up_the_lab_narrates_no_violation_and_exits_1() {
         "No partition has a backlog: the group kept up, applying up to 12000 a round against the 36 \
          produced",
         "No event reached the store before an earlier version of its order",
-        "nothing was lost, repeated or reordered",
+        "this group (earliest) lost, repeated and reordered nothing",
     ]
     .map(String::from);
     assert_says("partitions --capacity 1000", &prose, &right);

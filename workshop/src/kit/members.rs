@@ -20,6 +20,9 @@ pub struct View<T> {
     /// The generation of its last poll; -1 until it has joined.
     pub generation: i32,
     pub owned: BTreeSet<TopicPartition>,
+    /// Where its next fetch starts, per owned partition whose position is known: a partition
+    /// started by `auto.offset.reset` shows here what the member skipped.
+    pub positions: BTreeMap<TopicPartition, i64>,
     /// Fetched records of the partitions it owns, by partition and offset, decoded; the lab
     /// takes them out. A partition the member lost drops its records: its new owner fetches
     /// them again from the committed offset.
@@ -34,6 +37,8 @@ enum Command {
         Option<oneshot::Sender<Result<(), String>>>,
     ),
     Subscribe(String, oneshot::Sender<Result<(), String>>),
+    /// Stops polling (so neither rejoining nor fetching) until the receiver fires or is dropped.
+    Hold(oneshot::Sender<()>, oneshot::Receiver<()>),
     Leave,
 }
 
@@ -70,6 +75,7 @@ impl<T: Send + 'static> Members<T> {
                 member_id: String::new(),
                 generation: -1,
                 owned: BTreeSet::new(),
+                positions: BTreeMap::new(),
                 fetched: BTreeMap::new(),
                 failed: None,
             });
@@ -154,6 +160,16 @@ impl<T: Send + 'static> Members<T> {
             .map(|()| rx)
     }
 
+    /// Member `i` stops polling once it has run the commands sent before, until the returned
+    /// sender fires or is dropped: it neither notices a change of the topic nor fetches
+    /// meanwhile. `None` when it has stopped.
+    pub async fn hold(&self, i: usize) -> Option<oneshot::Sender<()>> {
+        let (held, is_held) = oneshot::channel();
+        let (release, released) = oneshot::channel();
+        self.commands[i].send(Command::Hold(held, released)).ok()?;
+        is_held.await.ok().map(|()| release)
+    }
+
     /// Every member leaves the group (LeaveGroup), and its task ends.
     pub async fn leave(self) {
         for tx in &self.commands {
@@ -200,6 +216,10 @@ async fn member_loop<T>(
                     let result = consumer.subscribe([topic]);
                     let _ = reply.send(result.map_err(|e| e.to_string()));
                 }
+                Command::Hold(held, released) => {
+                    let _ = held.send(());
+                    let _ = released.await;
+                }
                 Command::Leave => {
                     if let Err(e) = consumer.close().await {
                         tracing::warn!(%e, "a member leaving its group");
@@ -218,6 +238,7 @@ async fn member_loop<T>(
                     view.generation = generation.id;
                     view.member_id = generation.member_id;
                     view.owned = consumer.assignment().into_iter().collect();
+                    view.positions = consumer.positions();
                     let owned = &view.owned;
                     view.fetched.retain(|tp, _| owned.contains(tp));
                     for part in polled {

@@ -141,6 +141,17 @@ impl GroupOffsets {
     }
 }
 
+/// The title over a lag table in a room, `when` ending it (`just before the change`): the
+/// offsets are the ones kafka-consumer-groups.sh --describe reads, but the table is ours (no
+/// GROUP, HOST or CLIENT-ID column, members by short name, runs of idle partitions folded into
+/// one row), so it does not claim to be the tool's output.
+pub fn lag_title(group: &str, when: &str) -> String {
+    format!(
+        "Group {group}'s lag per partition {when} (offsets as kafka-consumer-groups.sh --describe \
+         reads them; the table is the lab's):"
+    )
+}
+
 /// Lag per partition from rows: unknown counts as 0.
 pub fn lags(rows: &[LagRow]) -> Vec<u64> {
     rows.iter().map(|r| r.lag().unwrap_or(0) as u64).collect()

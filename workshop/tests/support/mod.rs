@@ -35,6 +35,37 @@ pub fn run_json(lab: &str, args: &[&str]) -> LabReport {
     }
 }
 
+/// `workshop <lab> --check <args>`, in-process, as a room would see it: the report and the
+/// terminal's text (plain, 100 columns).
+pub fn narrated(lab: &str, args: &[&str]) -> (LabReport, String) {
+    let recorder = workshop::lab::report::Recorder::new();
+    let view = recorder.clone();
+    let args = [&[lab, "--check"][..], args].concat();
+    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
+    let report = outcome.report().unwrap().clone();
+    let text = workshop::view::terminal::Terminal::render(
+        &recorder.events(),
+        workshop::view::terminal::TerminalOptions::plain(100),
+    );
+    (report, text)
+}
+
+/// [`narrated`] with `--bootstrap addr`, checking that the run left no topic or group behind.
+pub fn narrated_against(lab: &str, addr: &str, args: &[&str]) -> (LabReport, String) {
+    let ran = narrated(lab, &[&["--bootstrap", addr][..], args].concat());
+    let (topics, groups) = leftovers(addr);
+    assert!(
+        topics.is_empty() && groups.is_empty(),
+        "{topics:?} {groups:?}"
+    );
+    ran
+}
+
+/// `text` with every run of whitespace one space: a sentence wrapped over lines reads whole.
+pub fn unwrapped(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// `broker --listen 127.0.0.1:0`, killed by its PID when dropped (also when an assertion fails).
 pub struct BrokerProcess {
     child: Child,

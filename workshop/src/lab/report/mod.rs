@@ -149,6 +149,11 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// A count and its noun for narration, singular for one: `1 event`, `1,234 events`.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", thousands(n), if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +203,9 @@ mod tests {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
+        assert_eq!(count(1, "event", "events"), "1 event");
+        assert_eq!(count(0, "event", "events"), "0 events");
+        assert_eq!(count(12_345, "key", "keys"), "12,345 keys");
         assert_eq!(thousands(1_234_567), "1,234,567");
     }
 

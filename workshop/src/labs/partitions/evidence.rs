@@ -8,10 +8,11 @@ use super::events::order_key;
 use super::figures::Shrink;
 use super::movement::{partitions_of, Movement};
 use super::plan::Plan;
-use super::run::{Outcome, Seen};
+use super::run::{Latest, Outcome, Seen};
 use super::store::LogLine;
 use super::traffic::FEATURED_ORDER;
-use crate::lab::report::{self, max_and_average, percent, Align, LagRow, Narrator, Table};
+use crate::kit::offsets::lag_title;
+use crate::lab::report::{self, count, max_and_average, percent, Align, LagRow, Narrator, Table};
 use client::check::Position;
 
 /// Violations listed one by one; the rest are counted.
@@ -56,10 +57,7 @@ pub fn backlog_evidence(
 ) {
     n.answer();
     if let Some(row) = lag.first() {
-        n.say(&format!(
-            "kafka-consumer-groups.sh --describe --group {}, just before the change:",
-            row.group
-        ));
+        n.say(&lag_title(&row.group, "just before the change"));
     }
     n.lag(lag);
     n.say(&backlog(plan, plan.before, lag));
@@ -100,6 +98,7 @@ pub fn increase_evidence(
     members: &[(String, Vec<i32>)],
     featured_log: &[LogLine],
     (overtaken, version): (Option<&Seen>, Option<u32>),
+    latest: Option<&Latest>,
 ) {
     n.answer();
     let key = order_key(FEATURED_ORDER);
@@ -142,6 +141,59 @@ pub fn increase_evidence(
         ),
         (None, None) => format!("No event of order {FEATURED_ORDER} has been applied yet."),
     });
+    if let Some(latest) = latest {
+        n.say(&latest_sentence(plan, latest, featured_written));
+    }
+}
+
+/// What a group left with Kafka's default `auto.offset.reset=latest` made of the same increase.
+fn latest_sentence(plan: &Plan, latest: &Latest, featured_written: &[Option<Position>]) -> String {
+    let opening =
+        "The lab's group reads a new partition from its start (auto.offset.reset=earliest). \
+                   A second group with Kafka's default, latest,";
+    let skipped = latest.skipped();
+    if skipped == 0 {
+        return format!(
+            "{opening} started partitions {} to {} at their ends, which were still empty: it skipped \
+             nothing this time.",
+            plan.before,
+            plan.after - 1
+        );
+    }
+    let written: Vec<String> = latest
+        .started_at
+        .iter()
+        .filter(|(_, offset)| **offset > 0)
+        .map(|(p, offset)| format!("{}-{p} at offset {offset}", latest.topic))
+        .collect();
+    let empty = latest.started_at.len() - written.len();
+    let cancelled = featured_written
+        .last()
+        .and_then(Option::as_ref)
+        .is_some_and(|at| latest.skips(at));
+    let what = match (skipped, cancelled) {
+        (1, true) => format!("order {FEATURED_ORDER}'s cancellation"),
+        (_, true) => format!(
+            "{}, order {FEATURED_ORDER}'s cancellation among them",
+            count(skipped, "event", "events")
+        ),
+        (_, false) => count(skipped, "event", "events"),
+    };
+    format!(
+        "{opening} took the new partitions over after the producer had written to them and started \
+         each at its end: {}{}. It never reads {what}{}. A loss, not a reordering (KAFKA-12261).",
+        written.join(", "),
+        match empty {
+            0 => String::new(),
+            1 => ", the other one at 0".to_string(),
+            n => format!(", the other {n} at 0"),
+        },
+        if cancelled {
+            format!(": for that group order {FEATURED_ORDER} is never cancelled")
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn log_lines(n: &mut Narrator, lines: &[LogLine]) {
@@ -172,11 +224,12 @@ pub fn count_evidence(
     let violations = outcome.seen.len();
     let order = if violations > 0 {
         format!(
-            "{violations} event(s) of {} order(s) reached the store before an earlier version of their \
-             order; the store refused {}, and {} order(s) did not end cancelled.",
-            outcome.keys_out_of_order,
+            "{} of {} reached the store before an earlier version of their order; the store refused \
+             {}, and {} not end cancelled.",
+            count(violations as u64, "event", "events"),
+            count(outcome.keys_out_of_order as u64, "order", "orders"),
             outcome.rejected,
-            outcome.incomplete.len(),
+            count(outcome.incomplete.len() as u64, "order did", "orders did"),
         )
     } else {
         let why = if max_and_average(lag_at_change).0 == 0 {
@@ -201,17 +254,26 @@ pub fn count_evidence(
     ));
     let (max_lag, _) = max_and_average(&outcome.lag_at_end);
     let clean = max_lag == 0 && outcome.duplicates == 0;
+    let skipped = outcome.latest.as_ref().map_or(0, Latest::skipped);
     n.say(&format!(
-        "At the end the group's largest lag over the {} partitions is {max_lag}, and {} event(s) were \
-         delivered twice{}",
+        "At the end the group's largest lag over the {} partitions is {max_lag}, and {} delivered \
+         twice{}",
         outcome.lag_at_end.len(),
-        outcome.duplicates,
+        count(outcome.duplicates, "event was", "events were"),
         match (clean, violations > 0) {
-            (true, true) => ": nothing was lost or repeated in Kafka; the order is what broke.",
-            (true, false) => ": nothing was lost, repeated or reordered.",
+            (true, true) =>
+                ": this group (earliest) lost and repeated nothing; the order is what broke.",
+            (true, false) => ": this group (earliest) lost, repeated and reordered nothing.",
             (false, _) => ".",
         }
     ));
+    if skipped > 0 {
+        n.say(&format!(
+            "With auto.offset.reset=latest, Kafka's default, {} never read: a loss, next to the \
+             reordering.",
+            count(skipped, "event was", "events were")
+        ));
+    }
     n.say(&format!(
         "The store's log for order {FEATURED_ORDER}, to the end:"
     ));
@@ -231,22 +293,36 @@ fn violations_table(n: &mut Narrator, seen: &[Seen]) {
     n.violations(seen.len(), shown);
 }
 
-pub fn provisioned_evidence(n: &mut Narrator, plan: &Plan, outcome: &Outcome, failure: &Outcome) {
+pub fn provisioned_evidence(
+    n: &mut Narrator,
+    plan: &Plan,
+    outcome: &Outcome,
+    failure: Option<&Outcome>,
+) {
     n.answer();
-    n.say("The group's lag halfway through, when the first run's operator stepped in:");
+    if failure.is_some() {
+        n.say("The group's lag halfway through, when the first run's operator stepped in:");
+    } else {
+        n.say("The group's lag halfway through:");
+    }
     n.lag(&outcome.lag_at_change);
-    let (max, _) = max_and_average(&failure.lag_at_change);
+    let compared = failure.map_or(String::new(), |failure| {
+        format!(
+            " With {} partitions the largest was {}.",
+            failure.spec.partitions,
+            max_and_average(&failure.lag_at_change).0
+        )
+    });
     n.say(&format!(
-        "{} With {} partitions the largest was {max}.",
+        "{}{compared}",
         backlog(plan, outcome.spec.partitions, &outcome.lag_at_change),
-        failure.spec.partitions
     ));
     n.say(&format!(
-        "{} violation(s), {} event(s) refused by the store, {} order(s) left wrong, in {} rounds.",
-        outcome.seen.len(),
-        outcome.rejected,
-        outcome.incomplete.len(),
-        outcome.rounds
+        "{}, {} refused by the store, {} left wrong, in {}.",
+        count(outcome.seen.len() as u64, "violation", "violations"),
+        count(outcome.rejected, "event", "events"),
+        count(outcome.incomplete.len() as u64, "order", "orders"),
+        count(u64::from(outcome.rounds), "round", "rounds")
     ));
     violations_table(n, &outcome.seen);
 }
@@ -263,10 +339,12 @@ pub fn migration_evidence(n: &mut Narrator, outcome: &Outcome) {
         n.lag(&m.old_topic_lag);
         n.say(&if m.blocked_rounds > 0 {
             format!(
-                "Producers were blocked for {} round(s) while the group drained {}; {} event(s) were held \
-                 and sent to {} after the switch. That wait, as long as the backlog, is the price of \
-                 keeping order.",
-                m.blocked_rounds, outcome.spec.topic, m.held_events, m.topic
+                "Producers were blocked for {} while the group drained {}; {} held and sent to {} \
+                 after the switch. That wait, as long as the backlog, is the price of keeping order.",
+                count(u64::from(m.blocked_rounds), "round", "rounds"),
+                outcome.spec.topic,
+                count(m.held_events as u64, "event was", "events were"),
+                m.topic
             )
         } else {
             format!(
@@ -276,12 +354,15 @@ pub fn migration_evidence(n: &mut Narrator, outcome: &Outcome) {
         });
     }
     n.say(&format!(
-        "{} violation(s), {} event(s) refused by the store, {} stale-version record(s), in {} rounds. \
-         Order {FEATURED_ORDER}:",
-        outcome.seen.len(),
-        outcome.rejected,
-        outcome.fenced,
-        outcome.rounds
+        "{}, {} refused by the store, {}, in {}. Order {FEATURED_ORDER}:",
+        count(outcome.seen.len() as u64, "violation", "violations"),
+        count(outcome.rejected, "event", "events"),
+        count(
+            outcome.fenced,
+            "stale-version record",
+            "stale-version records"
+        ),
+        count(u64::from(outcome.rounds), "round", "rounds")
     ));
     log_lines(n, &outcome.featured_log);
     violations_table(n, &outcome.seen);

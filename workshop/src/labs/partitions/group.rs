@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use client::{Client, ClientConfig, GroupConsumer, Record, TopicPartition};
+use client::{Client, ClientConfig, GroupConsumer, OffsetReset, Record, TopicPartition};
 use tokio::sync::oneshot;
 
 use super::events::{OrderEvent, ROUTING_HEADER};
@@ -68,12 +68,14 @@ pub struct Group {
 
 impl Group {
     /// Starts `members` members of `group_id`, subscribed to `topic`, each with its own client
-    /// built from `config` (whose metadata max age is how soon they notice new partitions).
+    /// built from `config` (whose metadata max age is how soon they notice new partitions),
+    /// starting a partition nobody committed on at `reset`.
     pub async fn join(
         config: &ClientConfig,
         group_id: &str,
         topic: &str,
         members: u32,
+        reset: OffsetReset,
     ) -> Result<Group, LabError> {
         let mut group = Members::new();
         for i in 0..members as usize {
@@ -82,11 +84,10 @@ impl Group {
             let client = Client::connect(member_config.clone())
                 .await
                 .map_err(|e| crate::lab::target::broker_error("connecting a consumer", &e))?;
-            let mut consumer = GroupConsumer::new(
-                client,
-                manual_commit(group_id, HEARTBEAT_INTERVAL, FETCH_MAX_WAIT),
-            )
-            .map_err(|e| crate::lab::target::broker_error("creating a group member", &e))?;
+            let mut group_config = manual_commit(group_id, HEARTBEAT_INTERVAL, FETCH_MAX_WAIT);
+            group_config.consumer.auto_offset_reset = reset;
+            let mut consumer = GroupConsumer::new(client, group_config)
+                .map_err(|e| crate::lab::target::broker_error("creating a group member", &e))?;
             consumer
                 .subscribe([topic])
                 .map_err(|e| crate::lab::target::broker_error("subscribing", &e))?;
@@ -232,6 +233,55 @@ impl Group {
                 .map_err(|e| LabError::Broker(format!("subscribing to {topic} failed: {e}")))?;
         }
         Ok(())
+    }
+
+    /// Every member commits where it has read to, then stops polling until the returned
+    /// senders fire or are dropped: the group notices no change of the topic meanwhile.
+    pub async fn hold(&mut self) -> Result<Vec<oneshot::Sender<()>>, LabError> {
+        let positions: Vec<BTreeMap<TopicPartition, i64>> = self
+            .members
+            .views()
+            .iter()
+            .map(|v| v.positions.clone())
+            .collect();
+        for (i, offsets) in positions.into_iter().enumerate() {
+            let rx = self
+                .members
+                .commit(i, offsets)
+                .ok_or_else(|| self.stopped())?;
+            self.pending.push(rx);
+        }
+        self.flush().await?;
+        let mut releases = Vec::new();
+        for i in 0..self.members.count() {
+            releases.push(self.members.hold(i).await.ok_or_else(|| self.stopped())?);
+        }
+        Ok(releases)
+    }
+
+    /// Once the members own partitions `from..to` of `topic` and know where each starts:
+    /// those positions.
+    pub async fn started_at(
+        &self,
+        topic: &str,
+        from: i32,
+        to: i32,
+    ) -> Result<BTreeMap<i32, i64>, LabError> {
+        let what = format!(
+            "group {} starting on partitions {from} to {} of {topic}",
+            self.group_id,
+            to - 1
+        );
+        self.wait(&what, |views| {
+            (from..to)
+                .map(|p| {
+                    let tp = TopicPartition::new(topic, p);
+                    let position = owner(views, &tp)?.positions.get(&tp)?;
+                    Some((p, *position))
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Every member leaves the group (LeaveGroup), then its task ends.

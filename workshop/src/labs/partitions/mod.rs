@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use client::Error as ClientError;
 
-use crate::lab::report::{LabReport, Narrator};
+use crate::lab::report::{LabReport, Narrator, SkippedPhase};
 use crate::lab::target::{broker_error, runtime, Cluster};
 use crate::lab::{Lab, LabContext, LabError};
 use events::order_key;
@@ -81,11 +81,21 @@ impl Lab for Partitions {
         let measured = rt
             .block_on(cluster.until_stopped(story::phases(&cluster, &plan, &traffic, ctx.seed, n)));
         rt.block_on(cluster.close());
-        let figures = measured?;
+        let story::Ran { figures, lacking } = measured?;
 
         let checks = figures::verdict(&figures);
         n.summary(&story::summary(&plan, &figures));
-        let report = LabReport::new(Self::NAME, expected, checks.shown(), &figures)?;
+        let skipped = lacking.map_or_else(Vec::new, |reason| {
+            [story::INCREASE_TITLE, story::SHRINK_TITLE]
+                .into_iter()
+                .map(|phase| SkippedPhase {
+                    phase: phase.to_string(),
+                    reason: reason.clone(),
+                })
+                .collect()
+        });
+        let report =
+            LabReport::new(Self::NAME, expected, checks.shown(), &figures)?.skipping(skipped);
         n.verdict(&report, &checks);
         Ok(report)
     }
@@ -145,13 +155,13 @@ fn figures(
     plan: &Plan,
     traffic: &Traffic,
     movement: Movement,
-    failure: &Outcome,
+    failure: Option<&Outcome>,
     provisioned: &Outcome,
     migration: &Outcome,
-    shrink: Shrink,
+    shrink: Option<Shrink>,
 ) -> Figures {
     let (partition_before, partition_after) = Figures::key_partitions(failure);
-    let first = failure.seen.first();
+    let first = failure.and_then(|f| f.seen.first());
     let fixes = Fixes {
         provisioned: Scenario::of(provisioned),
         migration: Scenario::of(migration),
@@ -177,19 +187,18 @@ fn figures(
         partition_after,
         keys_total: movement.keys_total,
         keys_moved: movement.keys_moved,
-        violations: failure.seen.len(),
+        violations: failure.map(|f| f.seen.len()),
+        skipped_with_latest: failure.map(|f| f.latest.as_ref().map_or(0, |l| l.skipped())),
         violations_after_fix: fixes.provisioned.violations + fixes.migration.violations,
         first_violation: first.map(|s| s.line.clone()),
         first_violation_detail: first.map(|s| s.violation.to_string()),
-        key_log: failure
-            .featured_log
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
+        key_log: failure.map_or_else(Vec::new, |f| {
+            f.featured_log.iter().map(ToString::to_string).collect()
+        }),
         first_order_id: *traffic.order_ids.start(),
         last_order_id: *traffic.order_ids.end(),
         events: traffic.events.len(),
-        failure: Scenario::of(failure),
+        failure: failure.map(Scenario::of),
         fixes,
         shrink,
     }

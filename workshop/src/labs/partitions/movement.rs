@@ -82,6 +82,16 @@ pub fn partitions_of(key: &str, from: i32, to: i32) -> Option<(i32, i32)> {
     })
 }
 
+/// The partition librdkafka's default partitioner (`consistent_random`: CRC-32 as zlib computes
+/// it, modulo the count) gives `key` among `partitions` (at least 1): what confluent-kafka, kcat
+/// and node-rdkafka producers on their defaults write, where Java's producer uses murmur2.
+pub fn librdkafka_partition(key: &str, partitions: i32) -> Option<i32> {
+    const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+    let partitions = u32::try_from(partitions).ok().filter(|p| *p >= 1)?;
+    // Below `partitions`, which is an i32: the cast back cannot wrap.
+    Some((CRC32.checksum(key.as_bytes()) % partitions) as i32)
+}
+
 fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 {
         a
@@ -100,6 +110,14 @@ mod tests {
         // The same figures `client partition order-8842 --partitions 12 --to 24` prints.
         assert_eq!(partitions_of("order-8842", 12, 24), Some((4, 16)));
         assert_eq!(partitions_of("order-8842", 0, 24), None);
+    }
+
+    #[test]
+    fn librdkafka_s_default_puts_the_seeds_key_elsewhere() {
+        // LABS.md: at 12 partitions order-8842 is on 4 under murmur2 and on 9 under
+        // consistent_random.
+        assert_eq!(librdkafka_partition("order-8842", 12), Some(9));
+        assert_eq!(librdkafka_partition("order-8842", 0), None);
     }
 
     #[test]

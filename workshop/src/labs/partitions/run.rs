@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use client::{Client, ClientConfig, Producer, ProducerConfig, ProducerRecord};
+use client::{Client, ClientConfig, OffsetReset, Producer, ProducerConfig, ProducerRecord};
 
 use super::events::{OrderEvent, LAST_VERSION, ROUTING_HEADER};
 use super::group::{Delivery, Group};
@@ -97,6 +97,31 @@ pub struct Migration {
     pub old_topic_lag: Vec<LagRow>,
 }
 
+/// The same increase as seen by a second group on the topic, left with Kafka's default
+/// `auto.offset.reset=latest` (the service's group starts a partition nobody committed on at
+/// its beginning): it starts each new partition at its end, so whatever the producer wrote
+/// there before the group took it over is never read (KAFKA-12261).
+#[derive(Debug, Clone)]
+pub struct Latest {
+    pub topic: String,
+    /// Where the `latest` group started each new partition: the records before it are skipped.
+    pub started_at: BTreeMap<i32, i64>,
+}
+
+impl Latest {
+    /// Events the `latest` group never reads.
+    pub fn skipped(&self) -> u64 {
+        self.started_at.values().map(|o| *o as u64).sum()
+    }
+
+    /// True when the `latest` group never reads the event written at `at`.
+    pub fn skips(&self, at: &Position) -> bool {
+        self.started_at
+            .get(&at.partition)
+            .is_some_and(|start| at.offset < *start)
+    }
+}
+
 /// What one scenario measured.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -121,6 +146,8 @@ pub struct Outcome {
     pub fenced: u64,
     /// Records that were not order events.
     pub undecodable: u64,
+    /// The increase as a `latest` group met it (the failure only).
+    pub latest: Option<Latest>,
 }
 
 /// A scenario in progress.
@@ -133,6 +160,9 @@ pub struct Run<'a> {
     next: usize,
     producer: Producer,
     group: Group,
+    /// The group with `auto.offset.reset=latest`, until it has met the increase.
+    latest_group: Option<Group>,
+    latest: Option<Latest>,
     routing: Routing,
     /// The topic the group reads and its partition count as the lab last settled it.
     consumed: (String, i32),
@@ -172,8 +202,32 @@ impl<'a> Run<'a> {
             .map_err(|e| broker_error("connecting the producer", &e))?;
         let producer = Producer::new(producer_client, producer_config())
             .map_err(|e| broker_error("starting the producer", &e))?;
-        let group = Group::join(&env.service, &spec.group, &spec.topic, plan.members).await?;
+        let group = Group::join(
+            &env.service,
+            &spec.group,
+            &spec.topic,
+            plan.members,
+            OffsetReset::Earliest,
+        )
+        .await?;
+        let latest_group = match spec.change {
+            Change::Grow { .. } => {
+                let name = env.cluster.group(&format!("{}-latest", spec.group));
+                let latest = Group::join(
+                    &env.service,
+                    &name,
+                    &spec.topic,
+                    plan.members,
+                    OffsetReset::Latest,
+                );
+                Some(latest.await?)
+            }
+            _ => None,
+        };
         group.settled(&spec.topic, spec.partitions).await?;
+        if let Some(latest) = &latest_group {
+            latest.settled(&spec.topic, spec.partitions).await?;
+        }
         let mut checker = OrderingChecker::new();
         checker.layout(&spec.topic, spec.partitions);
         Ok(Run {
@@ -190,6 +244,8 @@ impl<'a> Run<'a> {
             next: 0,
             producer,
             group,
+            latest_group,
+            latest: None,
             checker,
             store: AggregateStore::new(),
             applied: BTreeMap::new(),
@@ -226,6 +282,13 @@ impl<'a> Run<'a> {
                 self.produce_next(featured).await?;
             }
             Change::Grow { to } => {
+                // The `latest` group notices the increase only after the producer has written
+                // to a new partition: in Kafka each client refreshes on its own
+                // metadata.max.age.ms, so this order is one of the two a race can give.
+                let mut releases = Vec::new();
+                if let Some(latest) = &mut self.latest_group {
+                    releases = latest.hold().await?;
+                }
                 // The operator's tool, on its own client: the service is not told.
                 self.env.cluster.grow_topic(&self.spec.topic, to).await?;
                 // The producer's metadata goes stale after metadata.max.age.ms and the next send
@@ -238,6 +301,14 @@ impl<'a> Run<'a> {
                 let topic = self.spec.topic.clone();
                 self.assignment_after = self.group.settled(&topic, to).await?;
                 self.consumed.1 = to;
+                drop(releases);
+                if let Some(latest) = self.latest_group.take() {
+                    latest.settled(&topic, to).await?;
+                    let before = self.spec.partitions;
+                    let started_at = latest.started_at(&topic, before, to).await?;
+                    latest.leave().await;
+                    self.latest = Some(Latest { topic, started_at });
+                }
             }
             Change::Migrate { topic, partitions } => {
                 return self.migrate(&topic, partitions, progress).await;
@@ -285,6 +356,11 @@ impl<'a> Run<'a> {
         self.store.version(FEATURED_ORDER)
     }
 
+    /// The increase as the `latest` group met it, once it has.
+    pub fn latest(&self) -> Option<&Latest> {
+        self.latest.as_ref()
+    }
+
     /// The group's members and partitions once settled after the change.
     pub fn assignment_after(&self) -> &[(String, Vec<i32>)] {
         &self.assignment_after
@@ -295,6 +371,9 @@ impl<'a> Run<'a> {
         let lag_at_end = self.lag(&self.consumed.0.clone()).await?;
         // The group is empty now; `Cluster::close` deletes it with the topics on a cluster.
         self.group.leave().await;
+        if let Some(latest) = self.latest_group {
+            latest.leave().await;
+        }
         self.producer.clone().close().await;
         let featured_log = self.store.lines_for(FEATURED_ORDER).cloned().collect();
         Ok(Outcome {
@@ -312,6 +391,7 @@ impl<'a> Run<'a> {
             migration: self.migration,
             fenced: self.fenced,
             undecodable: self.undecodable,
+            latest: self.latest,
         })
     }
 

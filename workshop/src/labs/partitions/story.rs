@@ -5,19 +5,31 @@
 //! a question for the room, runs on the broker under its deadline ([`super::work`]), and shows
 //! its evidence ([`super::evidence`]); the summary says what happened, why, and what to do.
 
-use client::ClientConfig;
+use client::{ApiKey, ClientConfig, Error as ClientError};
 
+use super::events::order_key;
 use super::evidence::{self, records};
-use super::figures::Figures;
-use super::movement::Movement;
+use super::figures::{Figures, Scenario};
+use super::movement::{librdkafka_partition, Movement};
 use super::plan::Plan;
-use super::run::{Change, Env, Run, Spec};
+use super::run::{Change, Env, Outcome, Run, Spec};
 use super::traffic::{Traffic, FEATURED_ORDER};
 use super::work::Phases;
 use super::{figures, scenario, shrink, GROUP, METADATA_MAX_AGE, TOPIC};
-use crate::lab::report::{max_and_average, percent, LagRow, Narrator, Phase, Summary};
-use crate::lab::target::Cluster;
+use crate::lab::report::{count, max_and_average, percent, LagRow, Narrator, Phase, Summary};
+use crate::lab::target::{broker_error, Cluster};
 use crate::lab::LabError;
+
+/// The titles of the phases a cluster without CreatePartitions cannot run.
+pub const INCREASE_TITLE: &str = "The operator adds partitions";
+pub const SHRINK_TITLE: &str = "Shrinking back";
+
+/// What the phases measured, and why the cluster could not run the ones that need
+/// CreatePartitions (the failure and the refusal to shrink), if it could not.
+pub(super) struct Ran {
+    pub figures: Figures,
+    pub lacking: Option<String>,
+}
 
 /// The failure, both fixes and the refusal to shrink, narrated as they happen.
 pub(super) async fn phases(
@@ -26,7 +38,7 @@ pub(super) async fn phases(
     traffic: &Traffic,
     seed: u64,
     n: &mut Narrator,
-) -> Result<Figures, LabError> {
+) -> Result<Ran, LabError> {
     let mut service = ClientConfig::new(cluster.addr());
     service.client_id = GROUP.to_string();
     service.metadata_max_age = METADATA_MAX_AGE;
@@ -41,58 +53,31 @@ pub(super) async fn phases(
         traffic,
         metadata_max_age: METADATA_MAX_AGE,
     };
-    let rounds = work.rounds();
-
-    // The failure: 12 partitions, a backlog, CreatePartitions to 24.
-    backlog_opening(n, plan, &cluster.name(TOPIC), traffic.orders());
-    let spec = Spec {
-        topic: TOPIC.to_string(),
-        partitions: plan.before,
-        group: GROUP.to_string(),
-        change: Change::Grow { to: plan.after },
-    };
-    let deadline = n.deadline(work.until_change());
-    let progress = n.progress(rounds / 2, "applying orders, round by round");
-    let started = deadline
-        .run(&progress, async {
-            let mut run = Run::start(&env, plan, spec.clone(), traffic).await?;
-            let lag = run.until_change(&progress).await?.to_vec();
-            Ok((run, lag))
-        })
-        .await;
-    progress.finish();
-    let (mut run, lag) = started?;
-    evidence::backlog_evidence(n, plan, run.featured_written(), &lag);
-
-    increase_opening(n, run.topic(), plan, METADATA_MAX_AGE.as_millis(), &lag);
-    let deadline = n.deadline(work.change(&spec.change));
-    let progress = n.progress(1, "the increase");
-    let changed = deadline.run(&progress, run.change(&progress)).await;
-    progress.finish();
-    changed?;
-    evidence::increase_evidence(
-        n,
-        plan,
-        run.featured_written(),
-        run.assignment_after(),
-        &run.featured_log(),
-        (run.featured_overtaken(), run.featured_version()),
-    );
-
-    count_opening(n, plan);
-    let deadline = n.deadline(work.after_change());
-    let progress = n.progress(rounds / 2, "the rest of the traffic");
-    let finished = deadline
-        .run(&progress, async {
-            run.after_change(&progress).await?;
-            run.finish().await
-        })
-        .await;
-    progress.finish();
-    let failure = finished?;
     let movement =
         Movement::count(traffic.keys(), plan.before, plan.after).map_err(LabError::Internal)?;
-    evidence::count_evidence(n, plan, &failure, &movement, &lag);
+
+    // The failure: 12 partitions, a backlog, CreatePartitions to 24; on a cluster that can.
+    let lacking = lacks_create_partitions(cluster).await?;
+    let failure = match &lacking {
+        None => Some(failure(&env, &work, plan, traffic, &movement, n).await?),
+        Some(reason) => {
+            let about = format!(
+                "The failure needs a real CreatePartitions on a live topic ({} to {} partitions), so \
+                 its backlog, the increase and the count of violations cannot run here; the two fixes \
+                 can.",
+                plan.before, plan.after
+            );
+            n.skip(
+                Phase {
+                    title: INCREASE_TITLE,
+                    about: &about,
+                    predict: "",
+                },
+                reason,
+            );
+            None
+        }
+    };
 
     // Fix 1: enough partitions from the start.
     let provisioned_topic = format!("{TOPIC}-{}", plan.provisioned);
@@ -109,7 +94,7 @@ pub(super) async fn phases(
         },
     )
     .await?;
-    evidence::provisioned_evidence(n, plan, &provisioned, &failure);
+    evidence::provisioned_evidence(n, plan, &provisioned, failure.as_ref());
 
     // Fix 2: a new topic, drained before keys switch.
     let (old, new) = (format!("{TOPIC}-v1"), format!("{TOPIC}-v2"));
@@ -132,27 +117,134 @@ pub(super) async fn phases(
     evidence::migration_evidence(n, &migration);
 
     // Kafka cannot shrink.
-    shrink_opening(n, &failure.spec.topic, plan.before);
-    let deadline = n.deadline(Phases::shrink());
-    let shrink = deadline
-        .wait(
-            "asking the topic to shrink",
-            shrink(cluster, &failure.spec.topic, plan),
-        )
-        .await?;
-    evidence::shrink_evidence(n, &shrink);
+    let shrunk = match (&failure, &lacking) {
+        (Some(failure), None) => {
+            shrink_opening(n, &failure.spec.topic, plan.before);
+            let deadline = n.deadline(Phases::shrink());
+            let shrink = deadline
+                .wait(
+                    "asking the topic to shrink",
+                    shrink(cluster, &failure.spec.topic, plan),
+                )
+                .await?;
+            evidence::shrink_evidence(n, &shrink);
+            Some(shrink)
+        }
+        (_, reason) => {
+            let about = format!(
+                "Asking {} for {} partitions after the increase needs CreatePartitions too.",
+                cluster.name(TOPIC),
+                plan.before
+            );
+            let reason = reason.as_deref().unwrap_or("the increase did not run");
+            n.skip(
+                Phase {
+                    title: SHRINK_TITLE,
+                    about: &about,
+                    predict: "",
+                },
+                reason,
+            );
+            None
+        }
+    };
 
-    Ok(figures(
-        seed,
-        cluster,
+    Ok(Ran {
+        figures: figures(
+            seed,
+            cluster,
+            plan,
+            traffic,
+            movement,
+            failure.as_ref(),
+            &provisioned,
+            &migration,
+            shrunk,
+        ),
+        lacking,
+    })
+}
+
+/// Why this cluster cannot add partitions to a topic, or `None` when it can: first its
+/// ApiVersions, then the call itself on a scratch topic of one partition, since a broker may
+/// list an API it refuses (a policy, a missing implementation). A refusal names the error.
+async fn lacks_create_partitions(cluster: &Cluster) -> Result<Option<String>, LabError> {
+    if let Some(reason) = cluster.lacks(ApiKey::CreatePartitions).await? {
+        return Ok(Some(reason));
+    }
+    let probe = cluster.create_topic("partitions-probe", 1).await?;
+    match cluster.admin().create_partitions(&probe, 2).await {
+        Ok(()) => Ok(None),
+        Err(ClientError::Server(e)) => Ok(Some(format!(
+            "this cluster refused CreatePartitions on a scratch topic ({}{})",
+            e.name(),
+            e.message
+                .as_ref()
+                .map_or(String::new(), |m| format!(": {m}"))
+        ))),
+        Err(e) => Err(broker_error("adding a partition to a scratch topic", &e)),
+    }
+}
+
+/// Phases 1 to 3: the backlog, the increase, every key counted.
+async fn failure(
+    env: &Env<'_>,
+    work: &Phases<'_>,
+    plan: &Plan,
+    traffic: &Traffic,
+    movement: &Movement,
+    n: &mut Narrator,
+) -> Result<Outcome, LabError> {
+    let rounds = work.rounds();
+    backlog_opening(n, plan, &env.cluster.name(TOPIC), traffic.orders());
+    let spec = Spec {
+        topic: TOPIC.to_string(),
+        partitions: plan.before,
+        group: GROUP.to_string(),
+        change: Change::Grow { to: plan.after },
+    };
+    let deadline = n.deadline(work.until_change());
+    let progress = n.progress(rounds / 2, "applying orders, round by round");
+    let started = deadline
+        .run(&progress, async {
+            let mut run = Run::start(env, plan, spec.clone(), traffic).await?;
+            let lag = run.until_change(&progress).await?.to_vec();
+            Ok((run, lag))
+        })
+        .await;
+    progress.finish();
+    let (mut run, lag) = started?;
+    evidence::backlog_evidence(n, plan, run.featured_written(), &lag);
+
+    increase_opening(n, run.topic(), plan, METADATA_MAX_AGE.as_millis(), &lag);
+    let deadline = n.deadline(work.change(&spec.change));
+    let progress = n.progress(1, "the increase");
+    let changed = deadline.run(&progress, run.change(&progress)).await;
+    progress.finish();
+    changed?;
+    evidence::increase_evidence(
+        n,
         plan,
-        traffic,
-        movement,
-        &failure,
-        &provisioned,
-        &migration,
-        shrink,
-    ))
+        run.featured_written(),
+        run.assignment_after(),
+        &run.featured_log(),
+        (run.featured_overtaken(), run.featured_version()),
+        run.latest(),
+    );
+
+    count_opening(n, plan);
+    let deadline = n.deadline(work.after_change());
+    let progress = n.progress(rounds / 2, "the rest of the traffic");
+    let finished = deadline
+        .run(&progress, async {
+            run.after_change(&progress).await?;
+            run.finish().await
+        })
+        .await;
+    progress.finish();
+    let failure = finished?;
+    evidence::count_evidence(n, plan, &failure, movement, &lag);
+    Ok(failure)
 }
 
 pub fn backlog_opening(n: &mut Narrator, plan: &Plan, topic: &str, orders: usize) {
@@ -162,6 +254,8 @@ pub fn backlog_opening(n: &mut Narrator, plan: &Plan, topic: &str, orders: usize
          version v is accepted only on top of v-1. {orders} orders, 7 events each, keyed order-<id>.\n\
          The shop produces {rate} events a round. Each partition is worked by one thread of the consumer \
          that owns it, at {capacity} a round, so {before} partitions apply at most {throughput} a round. \
+         The group starts a partition nobody committed on at its beginning (auto.offset.reset=earliest; \
+         Kafka's default is latest, which the increase puts to the test). \
          Order {FEATURED_ORDER}'s first six events are produced just before the operator steps in, halfway \
          through.",
         before = plan.before,
@@ -195,19 +289,23 @@ pub fn increase_opening(
     };
     let about = format!(
         "{motive} {topic} from {} to {} partitions (a real CreatePartitions). Kafka allows it: existing \
-         records stay where they are, new records follow murmur2(key) % {}. The shop's producer is not \
-         told; its metadata expires after metadata.max.age.ms ({max_age_ms} ms here, 5 minutes in \
-         Kafka) and the next send refreshes it. The next event is the cancellation of order \
+         records stay where they are, new records follow murmur2(key) % {} (the partitioner of Java's \
+         producer; librdkafka's default, consistent_random, is crc32(key) % P and puts \
+         order-{FEATURED_ORDER} on {} of {}). The shop's producer is not told; its metadata expires \
+         after metadata.max.age.ms ({max_age_ms} ms here, 5 minutes in Kafka) and the next send \
+         refreshes it. The next event is the cancellation of order \
          {FEATURED_ORDER}. The group's leader notices the new partitions on its own metadata refresh and \
          the group rebalances; {} partitions apply up to {} a round.",
         plan.before,
         plan.after,
         plan.after,
+        librdkafka_partition(&order_key(FEATURED_ORDER), plan.before).unwrap_or(-1),
+        plan.before,
         plan.after,
         plan.throughput(plan.after)
     );
     n.phase(Phase {
-        title: "The operator adds partitions",
+        title: INCREASE_TITLE,
         about: &about,
         predict:
             "which partition does the cancellation go to, and which consumer applies it first?",
@@ -268,7 +366,7 @@ pub fn shrink_opening(n: &mut Narrator, topic: &str, to: i32) {
         "Can the operator undo the increase? An admin CreatePartitions asking {topic} for {to} partitions."
     );
     n.phase(Phase {
-        title: "Shrinking back",
+        title: SHRINK_TITLE,
         about: &about,
         predict: "what does the broker answer?",
     });
@@ -276,60 +374,62 @@ pub fn shrink_opening(n: &mut Narrator, topic: &str, to: i32) {
 
 pub fn summary(plan: &Plan, f: &Figures) -> Summary {
     let m = f.movement();
-    let mut happened = vec![format!(
-        "Raising the partition count from {} to {} moved {} of {} keys ({}). {} event(s) reached the \
-         store before an earlier version of their order; {} order(s) ended in the wrong state.",
-        f.partitions_before,
-        f.partitions_after,
-        m.keys_moved,
-        m.keys_total,
-        percent(m.moved_fraction()),
-        f.violations,
-        f.failure.orders_left_wrong
-    )];
-    if let Some(line) = &f.first_violation {
-        happened.push(format!("The first: {line}"));
-    }
-    happened.push(format!(
-        "With {} partitions from the start, and with a drained migration to a new topic: {} violation(s).",
-        f.fixes.provisioned.partitions, f.violations_after_fix
-    ));
-    happened.push(match (&f.shrink.refused, &f.shrink.message) {
-        (true, Some(message)) => format!("Shrinking back was refused: {message}"),
-        (true, None) => "Shrinking back was refused (INVALID_PARTITIONS).".to_string(),
-        (false, _) => "Shrinking back was not refused.".to_string(),
-    });
+    let mut happened = Vec::new();
     let mut why = vec![
         "Kafka keeps order only within a partition, and the partition is murmur2(key) % P: change P and a \
          key's new events go to another partition while its old ones may still wait in the first."
             .to_string(),
     ];
-    if f.violations > 0 {
-        why.push(
-            "The two partitions are read by different consumers at their own pace; the one with a backlog \
-             loses the race to an idle one, so the store sees version 7 before version 1."
-                .into(),
-        );
-        why.push(
-            "Nothing failed loudly in Kafka: CreatePartitions succeeded, the producer and the group did what \
-             their metadata told them. The damage shows up only in the application's data."
-                .into(),
-        );
-    } else {
-        // The largest capacity at which the group falls behind: capacity x partitions < rate.
-        let behind = u64::from(plan.rate)
-            .div_ceil(plan.before.max(1) as u64)
-            .saturating_sub(1);
-        why.push(format!(
-            "Here no moved key had an older event waiting: the largest lag when the count changed was {}, \
-             so there was no race to lose{}.",
-            f.failure.max_lag_at_change,
-            if behind > 0 {
-                format!(" (with --capacity {behind} or less the group falls behind)")
-            } else {
-                String::new()
+    match (f.violations, &f.failure) {
+        (Some(violations), Some(failure)) => {
+            happened.push(format!(
+                "Raising the partition count from {} to {} moved {} of {} keys ({}). {} reached the store \
+                 before an earlier version of their order; {} in the wrong state.",
+                f.partitions_before,
+                f.partitions_after,
+                m.keys_moved,
+                m.keys_total,
+                percent(m.moved_fraction()),
+                count(violations as u64, "event", "events"),
+                count(failure.orders_left_wrong as u64, "order ended", "orders ended")
+            ));
+            if let Some(line) = &f.first_violation {
+                happened.push(format!("The first: {line}"));
             }
+            why.extend(failure_why(plan, violations, failure));
+        }
+        _ => happened.push(format!(
+            "The increase did not run on this cluster; by Kafka's partitioner it would move {} of {} keys \
+             ({}).",
+            m.keys_moved,
+            m.keys_total,
+            percent(m.moved_fraction())
+        )),
+    }
+    let skipped = f.skipped_with_latest.unwrap_or(0);
+    if skipped > 0 {
+        happened.push(format!(
+            "A group with Kafka's default auto.offset.reset=latest never read {} the producer wrote to \
+             the new partitions before that group took them over: a loss, next to the reordering.",
+            count(skipped, "event", "events")
         ));
+        why.push(
+            "A group starts a partition nobody committed on at auto.offset.reset: with latest, records \
+             written to a new partition before the group takes it over are behind its start."
+                .into(),
+        );
+    }
+    happened.push(format!(
+        "With {} partitions from the start, and with a drained migration to a new topic: {}.",
+        f.fixes.provisioned.partitions,
+        count(f.violations_after_fix as u64, "violation", "violations")
+    ));
+    if let Some(shrink) = &f.shrink {
+        happened.push(match (shrink.refused, &shrink.message) {
+            (true, Some(message)) => format!("Shrinking back was refused: {message}"),
+            (true, None) => "Shrinking back was refused (INVALID_PARTITIONS).".to_string(),
+            (false, _) => "Shrinking back was not refused.".to_string(),
+        });
     }
     Summary {
         happened,
@@ -338,7 +438,38 @@ pub fn summary(plan: &Plan, f: &Figures) -> Summary {
             "Provision partitions for years of growth (3 to 5 times today's need); scale consumers within them.".into(),
             "If the count must change: a new topic and a versioned switch (block, drain to lag 0, switch).".into(),
             "Make consumers check versions and park or retry early events instead of dropping them.".into(),
+            "Give groups on topics that may grow auto.offset.reset=earliest (Kafka's default, latest, skips \
+             what lands on a new partition before the group takes it over)."
+                .into(),
             "Before any change, count the keys that would move: client partition KEY --partitions N --to M.".into(),
         ],
     }
+}
+
+/// Why the increase reordered events, or why it did not.
+fn failure_why(plan: &Plan, violations: usize, failure: &Scenario) -> Vec<String> {
+    if violations > 0 {
+        return vec![
+            "The two partitions are read by different consumers at their own pace; the one with a backlog \
+             loses the race to an idle one, so the store sees version 7 before version 1."
+                .into(),
+            "Nothing failed loudly in Kafka: CreatePartitions succeeded, the producer and the group did what \
+             their metadata told them. The damage shows up only in the application's data."
+                .into(),
+        ];
+    }
+    // The largest capacity at which the group falls behind: capacity x partitions < rate.
+    let behind = u64::from(plan.rate)
+        .div_ceil(plan.before.max(1) as u64)
+        .saturating_sub(1);
+    vec![format!(
+        "Here no moved key had an older event waiting: the largest lag when the count changed was {}, \
+         so there was no race to lose{}.",
+        failure.max_lag_at_change,
+        if behind > 0 {
+            format!(" (with --capacity {behind} or less the group falls behind)")
+        } else {
+            String::new()
+        }
+    )]
 }

@@ -50,11 +50,13 @@ impl Phases<'_> {
             Change::Grow { .. } => {
                 after
                     + Work {
-                        // CreatePartitions and the metadata that shows it.
-                        round_trips: 2,
+                        // CreatePartitions and the metadata that shows it; the `latest` group's
+                        // commits before it is held.
+                        round_trips: 3,
                         // The producer's metadata goes stale, then the members' does.
                         waits: self.metadata_max_age * 2,
-                        rebalances: 1,
+                        // The service's group, then the `latest` group.
+                        rebalances: 2,
                         ..Work::default()
                     }
             }
