@@ -246,8 +246,24 @@ fn idempotence_agrees(prose: &str, f: &Value) {
                 u(&f["acks_lost_with_idempotence"])
             ),
             format!(
-                "{} of them went to another partition",
+                "All {} re-sends are duplicates",
+                u(&f["duplicates_after_partition_change"])
+            ),
+            format!(
+                "{} of them in another partition than their first copy",
                 u(&f["duplicates_in_another_partition"])
+            ),
+            format!(
+                "losing {} acknowledgements the same way: {} records for {} payments, {} \
+                 duplicates",
+                u(&f["acks_lost"]),
+                u(&f["records_sent"]),
+                u(&f["records_sent"]),
+                u(&f["duplicates_with_defaults"])
+            ),
+            format!(
+                "its first write was refused ({})",
+                f["zombie_fenced_with"].as_str().unwrap()
             ),
             format!(
                 "{} duplicates. Each of the {} instances",
