@@ -406,10 +406,16 @@ fn migrate_agrees(prose: &str, f: &Value) {
                 u(&f["writes_since_handover_unfenced"])
             ),
             format!(
-                "{} records replayed (a second replay of all {} changed {} rows)",
+                "{} records of B's changelog applied to D, from the snapshot's offset through \
+                 validation and the block; replaying a second time the {} of the range up to \
+                 where the catch-up first reached B's end changed {} rows",
                 u(&f["replayed_records"]),
                 u(&f["replayed_twice"]),
                 u(&f["replay_twice_changes"])
+            ),
+            format!(
+                "B refused {} write",
+                u(&f["refused_stale_writes_fenced"])
             ),
             format!(
                 "blocked {} ms, {} held meanwhile",
