@@ -56,6 +56,8 @@ fn assert_exact(
     assert_eq!(n(f, "duplicates_without_idempotence"), lost);
     assert_eq!(n(f, "acks_lost_with_idempotence"), lost);
     assert_eq!(n(f, "duplicates_with_idempotence"), 0);
+    // Phase 1 on Kafka's defaults, idempotent since 3.0: the same losses, no duplicate.
+    assert_eq!(n(f, "duplicates_with_defaults"), 0);
     assert_eq!(column(f, "without_idempotence", "in_log"), records + lost);
     assert_eq!(column(f, "without_idempotence", "acks_lost"), lost);
     assert_eq!(column(f, "without_idempotence", "duplicates"), lost);
@@ -88,11 +90,12 @@ fn assert_exact(
         records + restarts
     );
     // Phase 5: without fencing every late write of the zombie lands and wipes a deposit; with
-    // the epoch none does.
+    // the epoch none does, and the zombie gets the error Java's producer raises as
+    // ProducerFencedException (the coordinator's answer to its AddPartitionsToTxn).
     assert_eq!(n(f, "zombie_writes_accepted_without_fencing"), accounts);
     assert_eq!(n(f, "updates_lost_without_fencing"), accounts);
     assert_eq!(f["zombie_fenced"], true);
-    assert_eq!(f["zombie_fenced_with"], "INVALID_PRODUCER_EPOCH");
+    assert_eq!(f["zombie_fenced_with"], "PRODUCER_FENCED");
     assert_eq!(n(f, "zombie_writes_accepted_with_fencing"), 0);
     assert_eq!(n(f, "updates_lost_with_fencing"), 0);
 }
@@ -110,6 +113,59 @@ fn the_default_run_shows_every_phenomenon_with_exact_figures() {
     // On the embedded broker, phase 2 once more with the broker dropping the answers itself.
     assert!(n(f, "broker_side_acks_dropped") > 0);
     assert_eq!(n(f, "broker_side_duplicates"), 0);
+}
+
+/// The default run's narration as a room reads it, words only (wrapping does not matter).
+fn default_words() -> &'static str {
+    static WORDS: OnceLock<String> = OnceLock::new();
+    WORDS.get_or_init(|| {
+        let recorder = workshop::lab::report::Recorder::new();
+        let view = recorder.clone();
+        workshop::run_with(["idempotence", "--check"], |n| n.subscribe(Box::new(view))).unwrap();
+        let text = workshop::view::terminal::Terminal::render(
+            &recorder.events(),
+            workshop::view::terminal::TerminalOptions::plain(100),
+        );
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    })
+}
+
+/// What the room is told about Kafka is what Kafka 4 and Java's producer do, at the figures
+/// the run measured.
+#[test]
+fn the_narration_says_what_kafka_does_in_the_runs_figures() {
+    let words = default_words();
+    for said in [
+        // Phase 1 turns off what Kafka's producer does by default, and shows the default.
+        "acks=all, through a producer with enable.idempotence=false: the lab turns off what \
+         Kafka's producer does by default since 3.0 (KIP-679)",
+        "The same payments through a producer left on Kafka's defaults (since 3.0: \
+         enable.idempotence=true, acks=all), losing 12 acknowledgements the same way: 200 \
+         records for 200 payments, 0 duplicates.",
+        // Phase 3: every re-send is new, wherever it lands; the change only decides where.
+        "All 12 re-sends are duplicates, the 7 that went to their first copy's partition too: a \
+         record the application sends again is new to the broker",
+        "The partition change decided only where the copies are: 5 of them in another partition \
+         than their first copy, where no deduplication kept per partition downstream",
+        // Phase 4: what transactions would change.
+        "the next instance's initTransactions() aborts the dead one's open transaction, so a \
+         read_committed consumer sees one copy",
+        // Phase 5: real transactions, and the error as Java's producer raises it.
+        "A's late transaction carried the old one and its first write was refused \
+         (PRODUCER_FENCED), the transaction coordinator's answer when A added the partition to \
+         its transaction; Java's producer raises it as ProducerFencedException, fatal: the \
+         producer can only be closed (a batch with the old epoch that reaches a partition leader \
+         gets INVALID_PRODUCER_EPOCH instead, in Java InvalidProducerEpochException, which is \
+         abortable",
+        "acct-01 p0@0 p0@3 refused: PRODUCER_FENCED 150 150",
+    ] {
+        assert!(words.contains(said), "{said:?} not in {words}");
+    }
+    assert!(
+        !words.contains("only a consumer-side check can recognise it"),
+        "{words}"
+    );
+    assert!(!words.contains("brings duplicates back"), "{words}");
 }
 
 #[test]
@@ -252,7 +308,7 @@ fn on_a_cluster_without_create_partitions_that_phase_is_skipped_and_the_rest_run
     assert_eq!(n(f, "duplicates_without_idempotence"), 12);
     assert_eq!(n(f, "duplicates_with_idempotence"), 0);
     assert_eq!(n(f, "duplicates_after_producer_restart"), 3);
-    assert_eq!(f["zombie_fenced_with"], "INVALID_PRODUCER_EPOCH");
+    assert_eq!(f["zombie_fenced_with"], "PRODUCER_FENCED");
     let mut expected = default_run().figures.clone();
     for only_embedded in ["broker_side_acks_dropped", "broker_side_duplicates"] {
         expected[only_embedded] = Value::Null;
@@ -441,7 +497,8 @@ fn on_a_cluster_without_init_producer_id_only_the_plain_producer_runs() {
     }
     assert!(
         words.contains(
-            "for the phases that ran (skipped: none with idempotence; duplicates after the \
+            "for the phases that ran (skipped: none on Kafka's defaults; none with idempotence; \
+             duplicates after the \
              partition change; duplicates after restarts; zombie accepted without fencing; \
              zombie fenced)"
         ),

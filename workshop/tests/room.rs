@@ -256,8 +256,24 @@ fn idempotence_agrees(prose: &str, f: &Value) {
                 u(&f["acks_lost_with_idempotence"])
             ),
             format!(
-                "{} of them went to another partition",
+                "All {} re-sends are duplicates",
+                u(&f["duplicates_after_partition_change"])
+            ),
+            format!(
+                "{} of them in another partition than their first copy",
                 u(&f["duplicates_in_another_partition"])
+            ),
+            format!(
+                "losing {} acknowledgements the same way: {} records for {} payments, {} \
+                 duplicates",
+                u(&f["acks_lost"]),
+                u(&f["records_sent"]),
+                u(&f["records_sent"]),
+                u(&f["duplicates_with_defaults"])
+            ),
+            format!(
+                "its first write was refused ({})",
+                f["zombie_fenced_with"].as_str().unwrap()
             ),
             format!(
                 "{} duplicates. Each of the {} instances",
@@ -400,10 +416,16 @@ fn migrate_agrees(prose: &str, f: &Value) {
                 u(&f["writes_since_handover_unfenced"])
             ),
             format!(
-                "{} records replayed (a second replay of all {} changed {} rows)",
+                "{} records of B's changelog applied to D, from the snapshot's offset through \
+                 validation and the block; replaying a second time the {} of the range up to \
+                 where the catch-up first reached B's end changed {} rows",
                 u(&f["replayed_records"]),
                 u(&f["replayed_twice"]),
                 u(&f["replay_twice_changes"])
+            ),
+            format!(
+                "B refused {} write",
+                u(&f["refused_stale_writes_fenced"])
             ),
             format!(
                 "blocked {} ms, {} held meanwhile",

@@ -48,6 +48,10 @@ pub struct Figures {
     /// Acknowledgements lost in phase 1 (no idempotence).
     pub acks_lost: u64,
     pub duplicates_without_idempotence: u64,
+    /// Phase 1 again through a producer on Kafka's defaults (idempotent since Kafka 3.0),
+    /// losing the same acknowledgements; left out when the cluster offers no producer ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicates_with_defaults: Option<u64>,
     /// Phase 2's figures, left out when the cluster offers no idempotent producers (nor do
     /// phases 3 to 5 then run).
     #[serde(flatten)]
@@ -114,6 +118,9 @@ pub struct PartitionChange {
 pub struct Runs {
     pub seed: u64,
     pub plain: LossRun,
+    /// Phase 1 through a producer on Kafka's defaults; `None` when the cluster offers no
+    /// producer ids.
+    pub defaults: Option<LossRun>,
     /// Phase 2, or why the cluster could not run it; the same for phases 3 to 5.
     pub idempotent: Result<LossRun, String>,
     /// Phase 2 again with the embedded broker dropping the answers; `None` under --bootstrap,
@@ -162,6 +169,7 @@ impl Figures {
             partitions: runs.partitions,
             acks_lost: runs.plain.acks_lost,
             duplicates_without_idempotence: runs.plain.log.duplicates(),
+            duplicates_with_defaults: runs.defaults.as_ref().map(|run| run.log.duplicates()),
             idempotence: runs.idempotent.as_ref().ok().map(|run| WithIdempotence {
                 acks_lost_with_idempotence: run.acks_lost,
                 duplicates_with_idempotence: run.log.duplicates(),
@@ -297,6 +305,20 @@ pub fn verdict(f: &Figures, skips: &Skips) -> Checks {
             f.acks_lost, f.duplicates_without_idempotence
         ),
     );
+    const DEFAULTS: &str = "none on Kafka's defaults";
+    match f.duplicates_with_defaults {
+        Some(dups) => {
+            checks.check(
+                DEFAULTS,
+                dups == 0,
+                format!("a producer on Kafka's defaults: {dups} duplicates (must be 0)"),
+            );
+        }
+        None => checks.skip(
+            DEFAULTS,
+            not_run("no idempotent producer ran", skips.idempotent),
+        ),
+    }
     const IDEMPOTENT: &str = "none with idempotence";
     match &f.idempotence {
         Some(i) => {

@@ -1,17 +1,18 @@
-//! Phases 1 and 2: the same payments sent twice, once without idempotence and once with it,
-//! while the producer loses the same acknowledgements (client-side fault injection, so this
-//! works against any broker); on the embedded broker, once more with the broker itself dropping
-//! the answers. Duplicates are counted by reading each topic back.
+//! Phases 1 and 2: the same payments sent without idempotence, through a producer on Kafka's
+//! defaults, and with idempotence, while the producer loses the same acknowledgements
+//! (client-side fault injection, so this works against any broker); on the embedded broker,
+//! once more with the broker itself dropping the answers. Duplicates are counted by reading
+//! each topic back.
 
 use std::collections::BTreeMap;
 
 use broker::faults::{DropBudget, Fault};
-use client::{AckLoss, LostAck, Producer, ProducerIdAndEpoch, ProducerRecord};
+use client::{AckLoss, LostAck, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
 
 use super::copies::LogCount;
 use super::{producer_config, send_error, Plan};
 use crate::lab::report::Progress;
-use crate::lab::target::Cluster;
+use crate::lab::target::{self, Cluster};
 use crate::lab::LabError;
 
 /// One payment as the producer saw it.
@@ -80,8 +81,33 @@ pub async fn run(
         "payments"
     };
     let topic = cluster.create_topic(base, plan.partitions).await?;
-    let loss = AckLoss::spread(plan.lost_acks, u64::from(plan.records), loss_seed);
-    send_payments(cluster, plan, &topic, idempotent, Some(loss), progress).await
+    let config = producer_config(idempotent, Some(lost(plan, loss_seed)));
+    send_payments(cluster, plan, &topic, config, progress).await
+}
+
+/// The same through a producer left on Kafka's defaults, which since Kafka 3.0 (KIP-679) is
+/// idempotent with acks=all: only the acknowledgements it loses are the lab's.
+pub async fn run_on_defaults(
+    cluster: &Cluster,
+    plan: &Plan,
+    loss_seed: u64,
+    progress: &Progress,
+) -> Result<LossRun, LabError> {
+    let topic = cluster
+        .create_topic("payments-defaults", plan.partitions)
+        .await?;
+    let config = ProducerConfig {
+        // The one default of Kafka's producer this client does not share (see its docs).
+        enable_idempotence: true,
+        lose_acks: Some(lost(plan, loss_seed)),
+        ..target::producer_config()
+    };
+    send_payments(cluster, plan, &topic, config, progress).await
+}
+
+/// The plan's lost acknowledgements, spread over the payments by the seed.
+fn lost(plan: &Plan, loss_seed: u64) -> AckLoss {
+    AckLoss::spread(plan.lost_acks, u64::from(plan.records), loss_seed)
 }
 
 /// The same through the embedded broker's own fault: it drops the answer by closing the
@@ -106,7 +132,8 @@ pub async fn run_broker_side(
         budget: DropBudget::Probability { p, seed: loss_seed },
     });
     let before = broker.faults().acks_dropped();
-    let run = send_payments(cluster, plan, &topic, true, None, progress).await;
+    let config = producer_config(true, None);
+    let run = send_payments(cluster, plan, &topic, config, progress).await;
     let dropped = broker.faults().acks_dropped() - before;
     broker.faults().clear();
     Ok(Some(LossRun {
@@ -119,11 +146,10 @@ async fn send_payments(
     cluster: &Cluster,
     plan: &Plan,
     topic: &str,
-    idempotent: bool,
-    loss: Option<AckLoss>,
+    config: ProducerConfig,
     progress: &Progress,
 ) -> Result<LossRun, LabError> {
-    let config = producer_config(idempotent, loss);
+    let idempotent = config.enable_idempotence;
     let producer = Producer::new(cluster.client().clone(), config)
         .map_err(|e| send_error("starting the producer", &e))?;
     let id = producer

@@ -40,10 +40,11 @@ use plan::Plan;
 pub struct Idempotence;
 
 const EXPECTED: &str =
-    "lost acknowledgements duplicate records unless the producer is idempotent; \
-     idempotence only deduplicates a producer's own retries per (producer, partition), so a \
-     partition change or a restarted producer brings duplicates back, and only the epoch fences a \
-     zombie writer";
+    "lost acknowledgements duplicate records unless the producer is idempotent (Kafka's default \
+     since 3.0); idempotence only deduplicates a producer's own retries per (producer, \
+     partition): a record the application or a restarted producer sends again is a new record, \
+     after a partition change possibly in another partition than its first copy, and only a \
+     transactional id's epoch fences a zombie writer";
 
 impl Lab for Idempotence {
     const NAME: &'static str = "idempotence";
@@ -93,22 +94,33 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
     let loss_seed: u64 = rng.gen();
 
+    // Every phase but the first needs a producer id, and so does phase 1's producer on Kafka's
+    // defaults; a cluster without InitProducerId runs phase 1 without it.
+    let no_ids = cluster.lacks_producer_ids().await?;
     let records = u64::from(plan.records);
     story::lost_acks_opening(n, plan, &cluster.name("payments"));
-    let progress = n.progress(records, "sending payments");
-    let deadline = n.deadline(plan.sends(1, plan.payments()));
+    let runs = if no_ids.is_some() { 1 } else { 2 };
+    let progress = n.progress(records * runs, "sending payments");
+    let deadline = n.deadline(plan.sends(runs, plan.payments()));
     let plain = deadline
         .run(
             &progress,
             lost_acks::run(cluster, plan, false, loss_seed, &progress),
         )
         .await;
+    let defaults = match (&plain, &no_ids) {
+        (Ok(_), None) => {
+            let again = lost_acks::run_on_defaults(cluster, plan, loss_seed, &progress);
+            Some(deadline.run(&progress, again).await)
+        }
+        _ => None,
+    };
     progress.finish();
     let plain = plain?;
+    let defaults = defaults.transpose()?;
     story::lost_acks_evidence(n, &plain, &figures::loss_rows(&plain));
+    story::on_defaults(n, defaults.as_ref(), no_ids.as_deref());
 
-    // Every phase from here on needs a producer id; a cluster without InitProducerId runs none.
-    let no_ids = cluster.lacks_producer_ids().await?;
     story::idempotent_opening(
         n,
         plan,
@@ -191,6 +203,7 @@ async fn phases(cluster: &Cluster, plan: &Plan, ctx: &mut LabContext) -> Result<
         seed: ctx.seed,
         partitions: plan.partitions,
         plain,
+        defaults,
         idempotent,
         broker_side,
         resize,
@@ -258,8 +271,9 @@ mod tests {
     use crate::lab::Target;
     use broker::faults::Fault;
 
-    /// A broker that answers every produce a minute late: phase 1 ends at its deadline, derived
-    /// from its requests, with one line naming the phase and how far it got (paused clock).
+    /// A broker that answers every produce a minute late: phase 1 (its two producers) ends at its
+    /// deadline, derived from their requests, with one line naming the phase and how far it got
+    /// (paused clock).
     #[tokio::test(start_paused = true)]
     async fn a_stuck_phase_ends_at_its_deadline_and_says_where() {
         let mut ctx = LabContext {
@@ -290,13 +304,13 @@ mod tests {
         // The deadline starts with the phase, a moment after the broker (its first timers).
         let elapsed = started.elapsed();
         assert!(
-            elapsed >= Duration::from_secs(16) && elapsed < Duration::from_secs(17),
+            elapsed >= Duration::from_secs(22) && elapsed < Duration::from_secs(23),
             "{elapsed:?}"
         );
         assert_eq!(
             err,
-            "phase 1 (Lost acknowledgements, no idempotence) was too slow: not done within 16 s \
-             (6 round trips x 1 s + 2 records x 25 µs + 10 s); it was sending payments, 0 of 2 \
+            "phase 1 (Lost acknowledgements, no idempotence) was too slow: not done within 22 s \
+             (12 round trips x 1 s + 4 records x 25 µs + 10 s); it was sending payments, 0 of 4 \
              done. Is the broker overloaded or slowed down? A smaller run (fewer records) needs \
              less time"
         );

@@ -101,10 +101,11 @@ impl Plan {
     }
 
     /// Phase 5: each writer writes every account once (A twice), plus the probe for a
-    /// transactional id.
+    /// transactional id; with fencing, each of the three transactions adds its partitions (at
+    /// most one request per account) and ends, each request after finding the coordinator.
     pub fn zombie_work(&self) -> Work {
         let mut work = self.sends(2, 3 * u64::from(self.accounts) + 1);
-        work.round_trips += 1;
+        work.round_trips += 1 + 3 * 2 * (u64::from(self.accounts) + 1);
         work
     }
 }
@@ -147,7 +148,7 @@ mod tests {
             work.limit(&crate::lab::deadline::Budget::KAFKA),
             std::time::Duration::from_micros(64_001_150)
         );
-        // Two writers over 2 accounts, two runs, and the probe.
-        assert_eq!(plan.zombie_work().round_trips, 2 * (7 + 4) + 1);
+        // Two writers over 2 accounts, two runs, the probe, and three transactions.
+        assert_eq!(plan.zombie_work().round_trips, 2 * (7 + 4) + 1 + 3 * 2 * 3);
     }
 }

@@ -10,7 +10,7 @@ use super::restart::RestartRun;
 use super::zombie::{Refusal, ZombieRun, DEBIT, DEPOSIT, OPENING};
 use client::LostAck;
 
-use crate::lab::report::{self, Align, Narrator, Phase, Summary, Table};
+use crate::lab::report::{self, thousands, Align, Narrator, Phase, Summary, Table};
 
 pub const IDEMPOTENT_TITLE: &str = "The same, with idempotence";
 pub const RESIZE_TITLE: &str = "Where it ends (1): the partition count changes";
@@ -29,12 +29,16 @@ pub fn intro(n: &mut Narrator, lab: &str, expected: &str, target: &str) {
 
 pub fn lost_acks_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
     let about = format!(
-        "{} payments go to `{topic}` ({} partitions, keyed by account), one request each, acks=all. \
-         The producer loses {} acknowledgements after the broker has appended the payment (fault \
-         injection in the client: the answer arrives and is thrown away, as if the network dropped it). \
+        "{} payments go to `{topic}` ({} partitions, keyed by account), one request each, acks=all, \
+         through a producer with enable.idempotence=false: the lab turns off what Kafka's producer \
+         does by default since 3.0 (KIP-679), to show what it prevents. The producer loses {} \
+         acknowledgements after the broker has appended the payment (fault injection in the \
+         client: the answer arrives and is thrown away, as if the network dropped it). \
          It cannot tell a lost answer from a lost request, so it retries, as it must: a sender either \
          retries and risks a duplicate, or gives up and risks a loss (source 003, section 10).",
-        plan.records, plan.partitions, plan.lost_acks
+        thousands(plan.records.into()),
+        plan.partitions,
+        plan.lost_acks
     );
     n.phase(Phase {
         title: "Lost acknowledgements, no idempotence",
@@ -127,6 +131,25 @@ pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]
     n.say(&format!("{counts} {meaning}"));
 }
 
+/// Phase 1 once more through a producer on Kafka's defaults, or why it did not run.
+pub fn on_defaults(n: &mut Narrator, run: Option<&LossRun>, lacking: Option<&str>) {
+    match (run, lacking) {
+        (Some(run), _) => n.say(&format!(
+            "The same payments through a producer left on Kafka's defaults (since 3.0: \
+             enable.idempotence=true, acks=all), losing {} acknowledgements the same way: {} \
+             records for {} payments, {} duplicates. Phase 2 shows how.",
+            run.acks_lost,
+            run.log.records(),
+            run.sent.len(),
+            run.log.duplicates()
+        )),
+        (None, Some(reason)) => n.say(&format!(
+            "(A producer on Kafka's defaults is idempotent, and did not run here: {reason}.)"
+        )),
+        (None, None) => {}
+    }
+}
+
 /// How the broker answered the retry of a batch whose acknowledgement was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Retry {
@@ -181,7 +204,8 @@ pub fn idempotent_opening(n: &mut Narrator, plan: &Plan, topic: &str, lacking: O
          numbers each partition's records, and resends a batch with the same bytes and sequence. The \
          broker keeps the last five batches of each producer per partition; a retry equal to one of \
          them is answered with its original offset instead of being appended.",
-        plan.records, plan.lost_acks
+        thousands(plan.records.into()),
+        plan.lost_acks
     );
     let phase = Phase {
         title: IDEMPOTENT_TITLE,
@@ -229,7 +253,7 @@ pub fn resize_opening(n: &mut Narrator, plan: &Plan, topic: &str, lacking: Optio
          Then an operator raises the partition count to {} (a real CreatePartitions). After an incident \
          the application replays {} orders from its outbox, the ones it could not prove were delivered: \
          \"the same messages\", sent again. The partitioner now divides by {}.",
-        plan.records,
+        thousands(plan.records.into()),
         plan.partitions,
         plan.partitions * 2,
         plan.resends,
@@ -279,10 +303,13 @@ pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow])
         run.log.duplicates(),
         run.log.split_ids(),
     );
+    let moved = run.resent.iter().filter(|r| r.moved()).count() as u64;
+    let stayed = resent - moved;
     let recognised = if dups == resent {
         format!(
-            "The broker recognised none of the {resent} re-sends: to it, a record the application sends \
-             again is new, with a new sequence, wherever it lands."
+            "All {resent} re-sends are duplicates, the {stayed} that went to their first copy's \
+             partition too: a record the application sends again is new to the broker, with a new \
+             sequence, wherever it lands."
         )
     } else {
         format!(
@@ -292,11 +319,10 @@ pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow])
     };
     let elsewhere = if split > 0 {
         format!(
-            "{split} of them went to another partition than their first copy, where the producer's state \
-             for that partition never saw them, and where no deduplication kept per partition (a \
-             consumer's seen-set, a Kafka Streams store, a table sharded like the topic) can see both \
-             copies. Source 003: idempotence is bound to (PID, partition); a partition change moves \
-             \"the same message\" to where nobody knows it."
+            "The partition change decided only where the copies are: {split} of them in another \
+             partition than their first copy, where no deduplication kept per partition downstream \
+             (a consumer's seen-set, a Kafka Streams store, a table sharded like the topic) can \
+             pair them with it. Source 003: idempotence is bound to (PID, partition)."
         )
     } else {
         "None of them went to another partition than its first copy.".to_string()
@@ -310,7 +336,8 @@ pub fn restart_opening(n: &mut Narrator, plan: &Plan, topic: &str, lacking: Opti
          acknowledgement is lost and the relay dies before it retries (in the lab: it has no retries \
          left, so the send fails and the instance is replaced). Each new instance asks for a producer \
          id and sends the unconfirmed event again.",
-        plan.records, plan.restarts
+        thousands(plan.records.into()),
+        plan.restarts
     );
     let phase = Phase {
         title: RESTART_TITLE,
@@ -364,9 +391,11 @@ pub fn restart_evidence(n: &mut Narrator, run: &RestartRun, rows: &[PartitionRow
         format!(
             "{dups} duplicates. Each of the {} instances started with a new producer id, so its \
              sequences began at 0 in a window nobody had filled: the broker's memory is per producer \
-             id, and the id dies with the process. (A transactional id keeps the producer id across \
-             restarts, but the re-sent event is still a new record with a new sequence: only a \
-             consumer-side check can recognise it.)",
+             id, and the id dies with the process. (With a transactional id and each event sent in \
+             a transaction, the next instance's initTransactions() aborts the dead one's open \
+             transaction, so a read_committed consumer sees one copy; only an event whose \
+             transaction had committed before the death comes twice, and only a consumer-side \
+             check recognises that one.)",
             run.instances.len()
         )
     } else {
@@ -386,7 +415,9 @@ pub fn zombie_opening(n: &mut Narrator, plan: &Plan, lacking: Option<&str>) {
          wakes up, still sure it owns the accounts, and books a debit of -{DEBIT} on the balance it \
          remembers. The last balance of each key wins, as in a compacted topic or a materialised view. \
          First with two plain idempotent producers (two producer ids), then with a shared \
-         transactional id: its epoch is the fencing token of source 003, section 5.",
+         transactional id, each writer's turn one transaction as Java's producer requires of \
+         one (initTransactions, beginTransaction, send, commitTransaction): the id's epoch is \
+         the fencing token of source 003, section 5.",
         plan.accounts
     );
     let phase = Phase {
@@ -422,9 +453,10 @@ pub fn zombie_evidence(n: &mut Narrator, unfenced: &ZombieRun, fenced: &ZombieRu
     );
     let with = match (&fenced.refused_with, fenced.zombie_stopped) {
         (Some(error), true) => format!(
-            "With the shared transactional id, B's start bumped the epoch; A's first late write carried \
-             the old one and was refused ({error}), then A stopped for good: {} of its late writes \
-             reached the log.",
+            "With the shared transactional id, B's start bumped the epoch. A's late transaction \
+             carried the old one and its first write was refused ({error}){}. A sent nothing \
+             more: {} of its late writes reached the log.",
+            in_java(error),
             fenced.zombie_accepted()
         ),
         _ => format!(
@@ -435,6 +467,24 @@ pub fn zombie_evidence(n: &mut Narrator, unfenced: &ZombieRun, fenced: &ZombieRu
         ),
     };
     n.say(&format!("{without} {with}"));
+}
+
+/// What Java's producer makes of a fencing error, as a clause.
+fn in_java(error: &str) -> &'static str {
+    match error {
+        "PRODUCER_FENCED" => {
+            ", the transaction coordinator's answer when A added the partition to its \
+             transaction; Java's producer raises it as ProducerFencedException, fatal: the \
+             producer can only be closed (a batch with the old epoch that reaches a partition \
+             leader gets INVALID_PRODUCER_EPOCH instead, in Java InvalidProducerEpochException, \
+             which is abortable: the abortTransaction() that follows meets PRODUCER_FENCED)"
+        }
+        "INVALID_PRODUCER_EPOCH" => {
+            ", which Java's producer raises as InvalidProducerEpochException, abortable: the \
+             abortTransaction() that follows meets PRODUCER_FENCED at the coordinator, fatal"
+        }
+        _ => "",
+    }
 }
 
 /// Who the writers were: their producer ids and epochs.

@@ -4,10 +4,13 @@
 //! books a debit on the balance it remembers. The balances topic is read the way a compacted
 //! topic or a materialised view reads it: the last value of each key wins.
 //!
-//! Without fencing, A and B are two producers with different ids and both writes succeed: B's
-//! deposits vanish under A's stale balances. With fencing, both share a transactional id; B's
-//! start bumps the epoch, and A's first write after that is refused with INVALID_PRODUCER_EPOCH,
-//! after which A refuses to send anything at all.
+//! Without fencing, A and B are two idempotent producers with different ids and both writes
+//! succeed: B's deposits vanish under A's stale balances. With fencing, both share a
+//! transactional id and write in transactions, as Java's producer requires of one
+//! (initTransactions, beginTransaction, send, commitTransaction). B's InitProducerId bumps the
+//! epoch; A's late transaction must add its partitions at the transaction coordinator
+//! (AddPartitionsToTxn) with the old epoch, which Kafka answers PRODUCER_FENCED: Java raises
+//! ProducerFencedException, fatal, and the producer can only be closed.
 
 use std::collections::BTreeMap;
 
@@ -17,8 +20,9 @@ use super::{producer_config, send_error, Plan};
 use crate::lab::target::Cluster;
 use crate::lab::LabError;
 
-/// INVALID_PRODUCER_EPOCH (Kafka 2.7+ on Produce) and PRODUCER_FENCED (older brokers, and
-/// InitProducerId v4+): the answers that mean "a newer instance holds this transactional id".
+/// PRODUCER_FENCED (the transaction coordinator, Kafka 2.7+, KIP-588) and INVALID_PRODUCER_EPOCH
+/// (a partition leader, or a coordinator before 2.7): the answers that mean "a newer instance
+/// holds this transactional id".
 const FENCING_CODES: [i16; 2] = [47, 90];
 
 pub const OPENING: i64 = 100;
@@ -41,7 +45,7 @@ pub struct Refusal {
     /// The broker answered with an error; otherwise the producer refused to send, having
     /// stopped after an earlier one.
     pub by_broker: bool,
-    /// Kafka's name for the error (INVALID_PRODUCER_EPOCH).
+    /// Kafka's name for the error (PRODUCER_FENCED).
     pub error: String,
 }
 
@@ -52,7 +56,7 @@ pub struct ZombieRun {
     pub writes: Vec<Write>,
     /// The last balance of each account in the log.
     pub balances: BTreeMap<String, i64>,
-    /// The fencing error that stopped the zombie, by Kafka's name (INVALID_PRODUCER_EPOCH).
+    /// The fencing error that stopped the zombie, by Kafka's name (PRODUCER_FENCED).
     pub refused_with: Option<String>,
     /// Every late write of the zombie was refused: the first by the broker with a fencing error,
     /// the rest by the stopped producer itself.
@@ -123,23 +127,36 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
     let mut writes = Vec::new();
 
     let (a, a_id) = writer("A").await?;
+    let owner = Writer::new(&a, a_id, "A", fencing);
+    owner.begin().await?;
     for acct in &accounts {
-        writes.push(write(&a, a_id, "A", &topic, acct, OPENING).await);
+        writes.push(owner.write(&topic, acct, OPENING).await);
     }
+    owner.commit().await?;
     // A stalls. Ownership moves to B, which starts (bumping the epoch when fenced), reads the
     // balances and books the deposit.
     let (b, b_id) = writer("B").await?;
+    let successor = Writer::new(&b, b_id, "B", fencing);
     let seen = balances(cluster, &topic).await?;
+    successor.begin().await?;
     for acct in &accounts {
         let balance = seen.get(acct).copied().unwrap_or(0) + DEPOSIT;
-        writes.push(write(&b, b_id, "B", &topic, acct, balance).await);
+        writes.push(successor.write(&topic, acct, balance).await);
     }
-    // A wakes up and books its debit on the balance it remembers.
+    successor.commit().await?;
+    // A wakes up and books its debit on the balance it remembers, in a transaction of its own
+    // when fenced: it does not know it is a zombie.
+    owner.begin().await?;
     let mut all_refused = true;
     for acct in &accounts {
-        let w = write(&a, a_id, "A", &topic, acct, OPENING - DEBIT).await;
+        let w = owner.write(&topic, acct, OPENING - DEBIT).await;
         all_refused &= w.result.is_err();
         writes.push(w);
+    }
+    // Without fencing A's writes went through; with it, the commit fails as the writes did
+    // (a fenced producer can only be closed), and that failure is the one already counted.
+    if !fencing || !all_refused {
+        owner.commit().await?;
     }
     let fenced_by = a
         .fatal_error()
@@ -160,6 +177,56 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
         refused_with: fenced_by,
         zombie_stopped,
     })
+}
+
+/// One writer's turn: its writes, in one transaction when the writers share a transactional id.
+struct Writer<'p> {
+    producer: &'p Producer,
+    id: ProducerIdAndEpoch,
+    name: &'static str,
+    transactional: bool,
+}
+
+impl<'p> Writer<'p> {
+    fn new(
+        producer: &'p Producer,
+        id: ProducerIdAndEpoch,
+        name: &'static str,
+        transactional: bool,
+    ) -> Self {
+        Writer {
+            producer,
+            id,
+            name,
+            transactional,
+        }
+    }
+
+    async fn begin(&self) -> Result<(), LabError> {
+        if self.transactional {
+            let what = format!("beginning writer {}'s transaction", self.name);
+            self.producer
+                .begin_transaction()
+                .await
+                .map_err(|e| send_error(&what, &e))?;
+        }
+        Ok(())
+    }
+
+    async fn commit(&self) -> Result<(), LabError> {
+        if self.transactional {
+            let what = format!("committing writer {}'s transaction", self.name);
+            self.producer
+                .commit_transaction()
+                .await
+                .map_err(|e| send_error(&what, &e))?;
+        }
+        Ok(())
+    }
+
+    async fn write(&self, topic: &str, account: &str, balance: i64) -> Write {
+        write(self.producer, self.id, self.name, topic, account, balance).await
+    }
 }
 
 async fn start(

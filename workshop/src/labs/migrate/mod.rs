@@ -4,7 +4,7 @@
 //! A profile service on shards A, B, C gains D, which takes (20, 40] of source 004's ring from B.
 //! Commands arrive on a Kafka topic keyed by user id and a consumer group of two instances
 //! applies them; each shard's changes go to its changelog topic; the routing table is versioned
-//! records in a compacted topic. Nine runs of the same traffic: three naive moves (routers
+//! records in a topic that keeps them all (the audit trail). Nine runs of the same traffic: three naive moves (routers
 //! only, copy once, no fencing) and the protocol, the protocol with D failing halfway, two
 //! rollbacks, and source 001's tenant 42 split into virtual buckets by dual write, without and
 //! with idempotency keys. Every figure is counted from a run's stores, changelogs and ledger.

@@ -542,6 +542,22 @@ pub(crate) mod tests {
         rehearse(scenario, &plan, &traffic, &faults).unwrap().0
     }
 
+    /// The protocol's stale instance meets the fence with a write for every seed tested: a
+    /// refused read sends the read on to D without refreshing its table, so the instance stays
+    /// stale until one of its writes to the range (Ben's, every 20 ms) is refused.
+    #[test]
+    fn the_stale_instance_has_a_write_refused_for_every_seed() {
+        for seed in [5, 7, 2024] {
+            let r = in_memory(Scenario::Protocol, seed);
+            let stale = r.events.stale_instance.expect("a stale instance");
+            assert!(r.refusals.iter().all(|x| x.instance == stale), "{seed}");
+            let writes = r.refusals.iter().filter(|x| x.write).count();
+            assert_eq!(writes, 1, "seed {seed}: {:?}", r.refusals);
+            // Nothing is lost for it: every refused request went on to D.
+            assert_eq!(r.audit.lost.len() + r.audit.missed_reads.len(), 0, "{seed}");
+        }
+    }
+
     #[test]
     fn each_naive_run_loses_and_the_protocol_runs_do_not() {
         for scenario in Scenario::ALL {

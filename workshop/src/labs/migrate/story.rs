@@ -15,7 +15,7 @@ use super::plan::{self, Plan};
 use super::scenario::{ring_v7, ring_v8, Run, MOVED};
 use super::traffic::{Traffic, BEN, HOT_TENANT, TENANT_MS, TENANT_RATE};
 use crate::lab::report::{
-    Align, Level, LogLine as Line, Narrator, Phase as Opening, Summary, Table,
+    thousands, Align, Level, LogLine as Line, Narrator, Phase as Opening, Summary, Table,
 };
 
 pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
@@ -26,11 +26,13 @@ pub fn ring(n: &mut Narrator, plan: &Plan, profiles: &Traffic, commands: &str) {
          Writes arrive as commands on {commands}, \
          keyed by user id (2 partitions); a consumer group of 2 service instances applies each \
          to the shard its routing table names. Each shard's changes go to its own changelog \
-         topic; the routing table is versioned records in a topic with cleanup.policy=compact. \
+         topic; the routing table is versioned records in a topic that keeps every one \
+         (cleanup.policy=delete, retention.ms=-1): the latest per key is in force, and the \
+         rest is the audit trail. \
          Every run: {ms} lab ms, {rate} writes and 1 read a ms, Ben writing every 20 ms.",
-        users = profiles.users.len(),
+        users = thousands(profiles.users.len() as u64),
         v7 = ring_v7().describe(),
-        ms = plan.duration_ms,
+        ms = thousands(plan.duration_ms),
         rate = plan.rate,
     );
     n.phase(Opening {
@@ -111,10 +113,10 @@ pub fn copy_once(n: &mut Narrator, plan: &Plan) {
     n.phase(Opening {
         title: "Copy once, then switch",
         about: &format!(
-            "At {} ms a snapshot of (20, 40] on B is copied to D, {} row(s) a ms (throttled), then \
+            "At {} ms a snapshot of (20, 40] on B is copied to D, {} a ms (throttled), then \
              ring version 8. B takes writes all along.",
             plan::MIGRATE_AT,
-            plan.copy_rate
+            count(plan.copy_rate.into(), "row")
         ),
         predict: "how many writes are lost, and which?",
     });
@@ -187,11 +189,12 @@ pub fn protocol(n: &mut Narrator, plan: &Plan) {
         title: "The protocol",
         about: &format!(
             "Source 004's five steps, source 001's stages, each recorded in the routing topic: prepare; \
-             snapshot at a recorded changelog offset, copied {} row(s) a ms; catch up by replaying \
+             snapshot at a recorded changelog offset, copied {} a ms; catch up by replaying \
              B's changelog from it ({} records a ms, idempotent); validate; block writes to the \
              range, apply the rest, commit version 8 (B now refuses version 7); keep B's copy. \
              Ben's instance is stale again, as before.",
-            plan.copy_rate, plan.replay_rate
+            count(plan.copy_rate.into(), "row"),
+            plan.replay_rate
         ),
         predict: "how long are writes to (20, 40] blocked, and how many are lost?",
     });
@@ -226,20 +229,44 @@ pub fn protocol_evidence(n: &mut Narrator, run: &Run) {
     let refusals = run.lines.iter().filter(|l| l.level == "WARN");
     n.log(refusals.map(shard_line).collect());
     n.say(&format!(
-        "{} records replayed (a second replay of all {} changed {} rows); writes to the range were \
-         blocked {} ms, {} held meanwhile. B refused {} stale write(s) and {} read(s); the stale \
-         instance refreshed and retried on D. {} writes lost, {} reads missed, {} duplicated.",
+        "{} records of B's changelog applied to D, from the snapshot's offset through validation \
+         and the block; replaying a second time the {} of the range up to where the catch-up \
+         first reached B's end changed {} rows. Writes to the range were blocked {} ms, {} held \
+         meanwhile. {} {} writes lost, {} reads missed, {} duplicated.",
         f.replayed_records,
         f.replayed_twice,
         f.replay_twice_changes,
         f.write_block_ms.map_or("-".into(), |ms| ms.to_string()),
         f.held_writes,
-        f.refused_stale_writes_fenced,
-        f.refused_stale_reads_fenced,
+        stale_refusals(&f),
         f.lost_writes_protocol,
         f.missed_reads_protocol,
         f.duplicated_effects_protocol
     ));
+}
+
+/// What B's refusals did to the stale instance, from their counts.
+fn stale_refusals(f: &Protocol) -> String {
+    let (writes, reads) = (
+        f.refused_stale_writes_fenced as u64,
+        f.refused_stale_reads_fenced as u64,
+    );
+    let reads_went_on = match reads {
+        0 => String::new(),
+        n => format!(
+            " {} went on to D without refreshing its table;",
+            if n == 1 { "the read" } else { "each read" }
+        ),
+    };
+    let write = match writes {
+        0 => " no write of it reached B after the handover.".to_string(),
+        _ => " its first refused write made it refresh and write to D.".to_string(),
+    };
+    format!(
+        "B refused {} and {} of the stale instance:{reads_went_on}{write}",
+        count(writes, "write"),
+        count(reads, "read")
+    )
 }
 
 pub fn failure(n: &mut Narrator) {
@@ -342,13 +369,13 @@ pub fn hot_tenant(n: &mut Narrator, plan: &Plan, commands: &str) {
             "Tenant {HOT_TENANT}'s orders ({} of them, {TENANT_RATE} writes a ms, each adding to an order's \
              total, on {commands}) all live on its own shard. \
              At {} ms its route becomes bucketed by hash(order_id) % {}, by dual write: writes to \
-             both places, a backfill {} row(s) a ms, validate, switch reads, stop old writes. \
+             both places, a backfill {} a ms, validate, switch reads, stop old writes. \
              {} % of second writes fail once and are retried: first without idempotency keys, \
              then with them. Traffic: {TENANT_MS} ms.",
-            plan.orders,
+            thousands(plan.orders.into()),
             plan::SPLIT_AT,
             plan.buckets,
-            plan.copy_rate,
+            count(plan.copy_rate.into(), "row"),
             plan.failure_percent
         ),
         predict: "do the old and new copies agree at validation?",
@@ -539,6 +566,14 @@ fn shard_line(l: &LogLine) -> Line {
     }
 }
 
+/// `n` and `noun`, plural unless `n` is 1: "1 row", "4 rows".
+pub(super) fn count(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 fn show(offset: Option<u64>) -> String {
     offset.map_or("-".into(), |o| o.to_string())
 }
@@ -579,7 +614,10 @@ pub fn summary(f: &Figures) -> Summary {
             "Retries repeat effects; an idempotency key makes a repeat a no-op, on both copies.".into(),
         ],
         what_to_do: vec![
-            "Keep routing versioned and central (a compacted topic); log the version with each request.".into(),
+            "Keep routing versioned and central in a topic that keeps its history (the audit \
+             log; a compacted topic would keep only the latest record per key, so add one for \
+             the current map if routers must start fast); log the version with each request."
+                .into(),
             "Move data with snapshot + changelog from a recorded offset, idempotently, then validate.".into(),
             "Fence: old owners refuse requests carrying an older version; stale routers refresh.".into(),
             "Keep the old copy for a while; undo by replaying the new owner's changes back.".into(),

@@ -1,6 +1,7 @@
 //! The lab's verdict: every naive move loses something, the protocol nothing.
 
 use super::figures::Figures;
+use super::story::count;
 use crate::lab::report::Checks;
 
 /// The phenomenon, short enough for the verdict line to fit 100 columns.
@@ -46,18 +47,17 @@ pub fn verdict(f: &Figures) -> Checks {
     );
     let p = &f.protocol;
     let clean = p.lost_writes_protocol + p.missed_reads_protocol + p.duplicated_effects_protocol;
-    let refused = p.refused_stale_writes_fenced + p.refused_stale_reads_fenced;
     check(
         "the protocol loses nothing",
-        clean == 0 && refused > 0 && p.writes_since_handover_fenced == 0,
+        clean == 0 && p.refused_stale_writes_fenced > 0 && p.writes_since_handover_fenced == 0,
         format!(
             "the protocol: {} lost, {} missed reads, {} duplicated; the stale instance was refused \
-             {} write(s) and {} read(s), {} writes since handover",
+             {} and {}, {} writes since handover",
             p.lost_writes_protocol,
             p.missed_reads_protocol,
             p.duplicated_effects_protocol,
-            p.refused_stale_writes_fenced,
-            p.refused_stale_reads_fenced,
+            count(p.refused_stale_writes_fenced as u64, "write"),
+            count(p.refused_stale_reads_fenced as u64, "read"),
             p.writes_since_handover_fenced
         ),
     );

@@ -1,11 +1,12 @@
-//! The routing table: versioned, central, auditable (source 001), kept as records in one compacted
-//! topic so that every service instance reads the same versions (source 004: ring version 7 gives
+//! The routing table: versioned, central, auditable (source 001), kept as records in one topic
+//! so that every service instance reads the same versions (source 004: ring version 7 gives
 //! Ben to B, version 8 gives him to D).
 //!
 //! Three kinds of record, each under its own key, the latest one per key in force: the ring
 //! (`ring`), a tenant's own route (`tenant/<id>`, source 001's `route_version` and
 //! `migration_state`), and a migration's progress (`migration/<id>`, what each step recorded).
-//! Older records stay in the topic until it is compacted: the audit trail.
+//! Older records stay in the topic: the audit trail (a compacted topic would keep only the
+//! latest record per key).
 
 use std::collections::BTreeMap;
 
@@ -114,7 +115,7 @@ pub enum RoutingRecord {
 }
 
 impl RoutingRecord {
-    /// The record's key in the compacted topic: the latest record per key is in force.
+    /// The record's key in the routing topic: the latest record per key is in force.
     pub fn key(&self) -> String {
         match self {
             RoutingRecord::Ring(_) => "ring".to_string(),

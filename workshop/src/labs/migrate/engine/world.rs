@@ -4,9 +4,10 @@
 //! sets; the same calls in the same order give the same world, on any backend.
 //!
 //! An instance routes each write with its table and tags it with the table's version (the
-//! fencing token). A refusal for an outdated version makes it read the routing topic at once and
-//! retry (as a Kafka client refreshes metadata on NOT_LEADER); a blocked scope makes it hold the
-//! write and retry every millisecond. Instances watch the routing topic and refresh when a
+//! fencing token). A write refused for an outdated version makes it read the routing topic at
+//! once and retry (as a Kafka client refreshes metadata on NOT_LEADER); a refused read goes to
+//! the range's owner now, and refreshes the table only of an instance that is not stale; a
+//! blocked scope makes it hold the write and retry every millisecond. Instances watch the routing topic and refresh when a
 //! migration changes the routing, except one whose refresh is delayed (a stale router).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -241,8 +242,13 @@ impl<B: Backend> World<B> {
     /// Instance `i` reads `key`; the ledger records whether the answer held every write
     /// acknowledged so far.
     pub fn read(&mut self, i: usize, key: &RowKey) -> Result<ReadRecord, LabError> {
+        // Where a refused read goes next, when the instance does not refresh its own table.
+        let mut redirected: Option<RoutingTable> = None;
         for _ in 0..MAX_ATTEMPTS {
-            let route = self.instances[i].table.route_read(key);
+            let route = redirected
+                .as_ref()
+                .unwrap_or(&self.instances[i].table)
+                .route_read(key);
             let answer = if self.down.contains(&route.shard) {
                 Err(Refusal::Unavailable)
             } else {
@@ -267,7 +273,15 @@ impl<B: Backend> World<B> {
                 }
                 Err(Refusal::Fenced { min_version }) => {
                     self.refused(i, route.shard, key, route.token, min_version, false);
-                    self.refresh(i)?;
+                    // A read carries no version to fence with: the refusal sends it to the
+                    // range's owner now, and an instance whose refresh is delayed goes on routing
+                    // its writes with the table it has, until a write is refused (a write must
+                    // carry the new version) or its refresh comes.
+                    if self.is_stale(i) {
+                        redirected = Some(table(&mut self.backend, Reader::Instance(i))?);
+                    } else {
+                        self.refresh(i)?;
+                    }
                 }
                 Err(_) => break,
             }
@@ -489,10 +503,23 @@ impl<B: Backend> World<B> {
         if end != wrote && !self.down.contains(&id) {
             return Err(LabError::Broker(format!(
                 "the changelog of shard {id} ends at offset {end}, but the shard wrote {wrote} \
-                 changes; did another writer use its topic?"
+                 changes: {}",
+                offsets_apart(end as i64, wrote as i64)
             )));
         }
         Ok(end)
+    }
+}
+
+/// What a changelog whose offsets differ from its shard's count holds, counted: records the
+/// shard did not write, or changes of the shard that are not in it.
+pub fn offsets_apart(in_topic: i64, counted: i64) -> String {
+    let apart = in_topic.abs_diff(counted);
+    let records = if apart == 1 { "record" } else { "records" };
+    if in_topic > counted {
+        format!("the topic holds {apart} {records} its shard did not write")
+    } else {
+        format!("{apart} of the shard's changes are not in the topic")
     }
 }
 

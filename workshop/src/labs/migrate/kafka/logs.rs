@@ -1,8 +1,7 @@
 //! The engine's logs on Kafka: each shard's changelog is a topic of one partition (an offset
-//! there is where a snapshot starts), and the routing table is a topic created with
-//! `cleanup.policy=compact`, read to its end by each router, the latest record per key in force
-//! (what the log cleaner leaves). The auditor reads every record: the topic keeps each one from
-//! the cleaner for as long as the run may last (`min.compaction.lag.ms`, see [`super::run`]).
+//! there is where a snapshot starts), and the routing table is a topic that keeps every record
+//! (`cleanup.policy=delete`, `retention.ms=-1`, see [`super::run`]): each router reads it to its
+//! end, the latest record per key in force; the auditor reads every record.
 //!
 //! Public Kafka APIs only: Produce, Fetch, ListOffsets, through our client. The engine is
 //! synchronous, so each call runs on the lab's runtime with `block_on`, from the lab's thread.
@@ -113,9 +112,9 @@ impl<'r> KafkaLogs<'r> {
                     .map_err(|e| broker_error(&format!("writing to {topic}"), &e))?;
                 if sent.offset != offset as i64 {
                     return Err(LabError::Broker(format!(
-                        "a change went to offset {} of {topic}, where its shard counted {offset}; \
-                         did another writer use the topic?",
-                        sent.offset
+                        "a change went to offset {} of {topic}, where its shard counted {offset}: {}",
+                        sent.offset,
+                        crate::labs::migrate::engine::world::offsets_apart(sent.offset, offset as i64)
                     )));
                 }
             }

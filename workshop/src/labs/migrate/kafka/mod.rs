@@ -22,10 +22,10 @@ use crate::lab::LabError;
 use logs::{KafkaLogs, Topics};
 use service::{Placed, Service};
 
-/// The Kafka topic config that makes the routing topic keep the latest record per key.
-pub const COMPACT: (&str, &str) = ("cleanup.policy", "compact");
-/// The Kafka topic config that keeps every record from compaction for at least so many ms.
-const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
+/// The routing topic is an audit log (source 001: routing "centrally managed, auditable"): it
+/// keeps every record, which compaction would not (it keeps the latest per key). Kafka's
+/// default cleanup policy, `delete`, with no time limit; the run's topics go at its end.
+const AUDIT_LOG: [(&str, &str); 2] = [("cleanup.policy", "delete"), ("retention.ms", "-1")];
 
 /// Requests of a run besides its logs' and its commands': creating its five topics, connecting
 /// each service instance, the group's lag at the end.
@@ -130,13 +130,9 @@ pub fn run(
             let base = format!("migrate.{name}.changelog-{id}");
             changelogs.insert(id, cluster.create_topic(&base, 1).await?);
         }
-        // The routers need only the latest record per key, but the audit reads the whole
-        // trail at the end of the run: no record may be compacted away before the run is over,
-        // however late the log cleaner passes. The run is over by its phase's deadline.
-        let lag = limit.deadline.limit().as_millis().to_string();
-        let configs = [COMPACT, (MIN_COMPACTION_LAG_MS, lag.as_str())];
+        // The routers need only the latest record per key; the audit reads the whole trail.
         let base = format!("migrate.{name}.routing");
-        let routing = cluster.create_topic_with(&base, 1, &configs).await?;
+        let routing = cluster.create_topic_with(&base, 1, &AUDIT_LOG).await?;
         Ok(Topics {
             changelogs,
             routing,
@@ -320,7 +316,8 @@ mod tests {
 
     /// The broker's log cleaner may pass at any moment of a run (every 15 s by default, so a
     /// run slowed by a loaded machine often sees one): here it passes every 10 ms. The routers
-    /// need only the latest record per key, but the audit reads the routing topic's whole trail
+    /// need only the latest record per key, but the audit reads the routing topic's whole trail,
+    /// which the topic keeps (it is not compacted)
     /// at the end (the interrupted record, the tenant's dual_write route, the count of records),
     /// and finds every record the run wrote, as the same run in memory does.
     #[test]
