@@ -105,6 +105,11 @@ struct Args {
     /// How often compacted topics are cleaned (Kafka's log.cleaner.backoff.ms)
     #[arg(long, value_name = "MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
     log_cleaner_backoff_ms: u64,
+    /// Memory for a cleaning pass's map of keys, 32 bytes a key; a log with more keys is cleaned
+    /// in passes (Kafka's log.cleaner.dedupe.buffer.size)
+    #[arg(long, value_name = "BYTES", default_value_t = BrokerConfig::default().log_cleaner_dedupe_buffer_bytes as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    log_cleaner_dedupe_buffer_size: u64,
     /// How long an Empty group keeps its committed offsets (Kafka's offsets.retention.minutes)
     #[arg(long, value_name = "MINUTES", default_value_t = 10_080, value_parser = clap::value_parser!(u64).range(1..))]
     offsets_retention_minutes: u64,
@@ -204,6 +209,8 @@ async fn run(args: Args, parent: Option<u32>) -> ExitCode {
             args.log_retention_check_interval_ms,
         ),
         log_cleaner_backoff: std::time::Duration::from_millis(args.log_cleaner_backoff_ms),
+        log_cleaner_dedupe_buffer_bytes: usize::try_from(args.log_cleaner_dedupe_buffer_size)
+            .unwrap_or(usize::MAX),
         offsets_retention: std::time::Duration::from_secs(
             args.offsets_retention_minutes.saturating_mul(60),
         ),
