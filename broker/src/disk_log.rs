@@ -32,6 +32,12 @@ pub struct DiskLog {
     segments: VecDeque<Segment>,
     /// Kafka's `segment.bytes`: a segment is closed once the next batch would pass it.
     segment_bytes: u64,
+    /// Kafka's `segment.ms`: a segment is closed once the next batch's max timestamp is more
+    /// than this past the max timestamp of the segment's first batch.
+    segment_ms: i64,
+    /// The max timestamp of the active segment's first batch; `None` while it is empty, or when
+    /// that batch has no timestamp (-1).
+    active_first_timestamp: Option<i64>,
     /// Bytes in all segments.
     total: u64,
     /// The group commit round that covers the last append (0: nothing appended yet).
@@ -85,6 +91,8 @@ impl DiskLog {
             pool: pool.clone(),
             segments: VecDeque::from([segment]),
             segment_bytes,
+            segment_ms: i64::MAX,
+            active_first_timestamp: None,
             total: 0,
             ticket: 0,
             unflushed_messages: 0,
@@ -109,6 +117,8 @@ impl DiskLog {
             pool: pool.clone(),
             segments: VecDeque::from([Segment::existing(pool, &path, 0, 0, 0)]),
             segment_bytes,
+            segment_ms: i64::MAX,
+            active_first_timestamp: None,
             total: 0,
             ticket: 0,
             unflushed_messages: 0,
@@ -163,6 +173,7 @@ impl DiskLog {
         // A cleaned segment may end before the next one starts: the cleaner removed its last
         // records. Only after an uncleaned one is a gap data gone missing.
         let mut previous_cleaned = false;
+        let mut active_first_timestamp = None;
         let count = files.len();
         for (i, (base_offset, generation, path)) in files.into_iter().enumerate() {
             // Read whole for the scan, then dropped: only the index stays in memory.
@@ -209,6 +220,10 @@ impl DiskLog {
                 None => {}
             }
             damaged_active = last && !scanned.damaged.is_empty();
+            if last {
+                active_first_timestamp = scanned.batches.first().map(|(h, _)| h.max_timestamp);
+                active_first_timestamp = active_first_timestamp.filter(|t| *t >= 0);
+            }
             if let Some((header, _)) = scanned.batches.last() {
                 next_offset = header.last_offset() + 1;
             }
@@ -238,6 +253,8 @@ impl DiskLog {
             pool: pool.clone(),
             segments,
             segment_bytes,
+            segment_ms: i64::MAX,
+            active_first_timestamp,
             total,
             ticket: 0,
             unflushed_messages: 0,
@@ -258,20 +275,28 @@ impl DiskLog {
         })
     }
 
-    /// Appends one stored batch of `records` records whose base offset is `base_offset`, in a
-    /// new segment if the active one is full; returns where it went, and whether its answer must
-    /// wait for the sync (`flush.messages` reached).
+    /// Appends one stored batch of `records` records whose base offset is `base_offset` and
+    /// whose max timestamp is `max_timestamp`, in a new segment if the active one is full or
+    /// old; returns where it went, and whether its answer must wait for the sync
+    /// (`flush.messages` reached).
     pub fn append(
         &mut self,
         batch: &[u8],
         base_offset: i64,
         records: u64,
+        max_timestamp: i64,
     ) -> io::Result<(Stored, bool)> {
         if self.pool.commit().is_failed() {
             return Err(io::Error::other("a sync of the data directory failed"));
         }
-        let full =
-            self.active().size > 0 && self.active().size + batch.len() as u64 > self.segment_bytes;
+        // Kafka's `LogSegment.shouldRoll`: by size, or by time, the batch's max timestamp
+        // against the segment's first batch's (KIP-33), so a replayed or restarted log rolls
+        // where it did.
+        let size = self.active().size;
+        let aged = self
+            .active_first_timestamp
+            .is_some_and(|first| max_timestamp.saturating_sub(first) > self.segment_ms);
+        let full = size > 0 && (size + batch.len() as u64 > self.segment_bytes || aged);
         if full {
             // The closed segment needs no sync here: its last write queued it for a group
             // commit round no later than the one that will cover the new segment's appends.
@@ -283,6 +308,9 @@ impl DiskLog {
             .expect("a partition always has an active segment");
         let position = active.size;
         active.append(batch)?;
+        if position == 0 {
+            self.active_first_timestamp = Some(max_timestamp).filter(|t| *t >= 0);
+        }
         self.total += batch.len() as u64;
         self.ticket = self.pool.commit().written(&active.slot, self.flush_within);
         self.unflushed_messages += records;
@@ -325,6 +353,7 @@ impl DiskLog {
             .commit()
             .entry_created(&self.dir, self.flush_within);
         self.segments.push_back(segment);
+        self.active_first_timestamp = None;
         Ok(())
     }
 
@@ -391,6 +420,11 @@ impl DiskLog {
     /// Kafka's `segment.bytes` changed: the next segment is rolled by the new size.
     pub fn set_segment_bytes(&mut self, bytes: u64) {
         self.segment_bytes = bytes;
+    }
+
+    /// The topic's `segment.ms`, from the next append on.
+    pub fn set_segment_ms(&mut self, ms: i64) {
+        self.segment_ms = ms;
     }
 
     /// Every segment but the active one.

@@ -122,6 +122,7 @@ pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
 pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const RETENTION_MS: &str = "retention.ms";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
+pub const SEGMENT_MS: &str = "segment.ms";
 
 /// Every topic config of Kafka 4.0, sorted by name.
 pub static DEFS: &[Def] = &[
@@ -329,7 +330,7 @@ pub static DEFS: &[Def] = &[
         "log.roll.jitter.ms",
     ),
     with_synonym(
-        def("segment.ms", Kind::Long, "604800000", Valid::AtLeast(1)),
+        def(SEGMENT_MS, Kind::Long, "604800000", Valid::AtLeast(1)),
         "log.roll.ms",
     ),
     with_synonym(
@@ -570,6 +571,9 @@ pub struct LogPolicy {
     pub flush_messages: Option<u64>,
     /// `flush.ms`; `None` when unset, as `flush.messages`.
     pub flush_ms: Option<u64>,
+    /// `segment.ms`: on disk, how far a batch's timestamp may be past the active segment's
+    /// first before a new segment starts.
+    pub segment_ms: i64,
     /// `compression.type` when it names a codec (`uncompressed` is [`Compression::None`]), with
     /// the topic's `compression.<codec>.level`: a batch sent in another codec is stored
     /// recompressed into this one. `None` for `producer`: batches are stored as sent.
@@ -622,6 +626,7 @@ impl LogPolicy {
             timestamp_after_max_ms: long(MESSAGE_TIMESTAMP_AFTER_MAX_MS, 3_600_000),
             flush_messages: set_long(FLUSH_MESSAGES),
             flush_ms: set_long(FLUSH_MS),
+            segment_ms: long(SEGMENT_MS, 604_800_000),
             compression: codec(value(COMPRESSION_TYPE)).map(|codec| {
                 let level = format!("compression.{}.level", codec.name());
                 (codec, long(&level, 0).try_into().unwrap_or(0))

@@ -282,8 +282,8 @@ done
 
 # Kafka's semantics where a client reads them (issue 35): group offsets deleted with their topic
 # (confluent-kafka's group and admin, kafka-python's admin), read_committed lookups by time, a
-# tombstone kept by its delete horizon.
-for step in deleted-topic-offsets read-committed-by-time tombstone-horizon; do
+# tombstone kept by its delete horizon, batches recompressed into their topic's compression.type.
+for step in deleted-topic-offsets read-committed-by-time tombstone-horizon compression-type; do
     scenario "semantics: $step" "$PYTHON" semantics_interop.py --bootstrap "$ADDR" --topic "interop-semantics-${step}-${RUN_ID}" "$step"
 done
 

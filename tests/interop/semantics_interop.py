@@ -17,13 +17,17 @@
   cleaner has dropped "a"'s value, confluent-kafka and kafka-python still read the delete at
   offset 1 with its own timestamp: Kafka keeps a tombstone for delete.retention.ms from the
   first cleaning that sees it (KIP-534's delete horizon, stamped in the batch), not by its age.
+- compression-type: on a topic with compression.type=zstd (level 19), confluent-kafka produces 50
+  records uncompressed and kafka-python 50 gzip-compressed; a raw Fetch shows every stored batch
+  in zstd with a valid CRC, and both clients read all 100 records back as sent: Kafka's broker
+  recompresses a batch into its topic's codec.
 """
 
 import time
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 import interop_common as c
@@ -217,9 +221,44 @@ def tombstone_horizon(bootstrap, topic):
             "timestamp by confluent-kafka and kafka-python")
 
 
+ZSTD = 4
+
+
+def compression_type(bootstrap, topic):
+    admin = _admin(bootstrap)
+    config = {"compression.type": "zstd", "compression.zstd.level": "19"}
+    _wait(admin.create_topics([NewTopic(topic, 1, 1, config=config)]), "create_topics")
+    sent = [f"record {i} ".encode() * 10 for i in range(100)]
+    prod = Producer({"bootstrap.servers": bootstrap, "compression.type": "none", "linger.ms": 0})
+    for value in sent[:50]:
+        prod.produce(topic, value=value, partition=0)
+    check_eq(prod.flush(20), 0, "confluent-kafka records undelivered")
+    kp_prod = KafkaProducer(bootstrap_servers=bootstrap, compression_type="gzip")
+    for value in sent[50:]:
+        kp_prod.send(topic, value=value, partition=0)
+    kp_prod.flush(20)
+    kp_prod.close()
+    hw, batches = c.raw_fetch_batches(bootstrap, topic, 0)
+    check_eq(hw, 100, "high watermark")
+    check_eq(sum(b["count"] for b in batches), 100, "records in the stored batches")
+    check_eq({(b["codec"], b["crc_ok"]) for b in batches}, {(ZSTD, True)},
+             "codec and CRC of every stored batch")
+    check_eq([v for _, _, v, _ in _read_all(bootstrap, topic)], sent, "confluent-kafka read back")
+    kp = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                       consumer_timeout_ms=5000)
+    kp.assign([KpTopicPartition(topic, 0)])
+    kp.seek_to_beginning()
+    got = [m.value for m in kp]
+    kp.close()
+    check_eq(got, sent, "kafka-python read back")
+    return (f"100 records sent uncompressed and gzip stored in {len(batches)} zstd batches, read "
+            "back as sent by confluent-kafka and kafka-python")
+
+
 if __name__ == "__main__":
     c.run({
         "deleted-topic-offsets": deleted_topic_offsets,
         "read-committed-by-time": read_committed_by_time,
         "tombstone-horizon": tombstone_horizon,
+        "compression-type": compression_type,
     }, __doc__)

@@ -140,6 +140,16 @@ pub async fn add_offsets_to_txn(
     client.call(&request, 3).await.error_code
 }
 
+/// EndTxn v3 of `id`'s transaction, committed or aborted: the error code.
+pub async fn end_txn(client: &mut RawClient, id: &str, producer: (i64, i16), commit: bool) -> i16 {
+    let request = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string(id.to_string())))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_committed(commit);
+    client.call(&request, 3).await.error_code
+}
+
 /// AddPartitionsToTxn at `version` for partitions of "t": each partition's error.
 pub async fn add_partitions_to_txn(
     client: &mut RawClient,

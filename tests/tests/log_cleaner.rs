@@ -256,3 +256,115 @@ async fn a_tombstone_is_kept_until_the_delete_horizon_on_disk_across_a_restart()
     let dir = data_dir("cleaner-horizon");
     a_tombstone_is_kept_until_the_delete_horizon_of_its_first_cleaning(Some(&dir)).await;
 }
+
+/// Every transaction marker a fetch of "t" returns: `(offset, delete horizon)`.
+async fn markers_of_t(client: &mut RawClient) -> Vec<(i64, Option<i64>)> {
+    let response = client.call(&fetch_request("t", 0, 0, 0), 12).await;
+    let data = response.responses[0].partitions[0]
+        .records
+        .clone()
+        .unwrap_or_default();
+    protocol::batch::split_batches(data)
+        .filter(|(header, _)| header.is_control())
+        .map(|(header, _)| (header.base_offset, header.delete_horizon()))
+        .collect()
+}
+
+/// Kafka's cleaner keeps a transaction marker while a batch of its transaction is left
+/// (`CleanedTransactionMetadata.onControlBatchRead`); the first cleaning that finds none stamps
+/// the marker with a delete horizon, as a tombstone's batch (`containsMarkerForEmptyTxn`), and
+/// a cleaning past it removes the marker; on disk the horizon survives a restart.
+async fn a_marker_goes_by_the_delete_horizon_once_its_transaction_is_cleaned(dir: Option<&Path>) {
+    const HOUR_MS: i64 = 3_600_000;
+    let config = || dir.map_or_else(BrokerConfig::default, data_dir_config);
+    let mut broker = start_broker(config()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let retention = HOUR_MS.to_string();
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+        ("delete.retention.ms", retention.as_str()),
+        ("internal.segment.bytes", "300"),
+    ];
+    assert_eq!(
+        create_topic_with(&mut client, "t", &configs)
+            .await
+            .error_code,
+        0
+    );
+    let init = init_producer_id(&mut client, Some("writer"), 60_000).await;
+    let producer = (init.producer_id.0, init.producer_epoch);
+    // "a" committed (offset 0, its marker 1), "b" aborted (offset 2, its marker 3).
+    for (sequence, key, commit) in [(0, "a", true), (1, "b", false)] {
+        assert_eq!(
+            add_partitions_to_txn(&mut client, "writer", producer, &[0], 3).await,
+            vec![0]
+        );
+        let stamp = ProducerStamp {
+            id: producer.0,
+            epoch: producer.1,
+            base_sequence: sequence,
+        };
+        let batch = records_batch(
+            &[(Some(key), Some("1"), 1_000)],
+            Compression::None,
+            Some(stamp),
+            true,
+        );
+        assert_eq!(produce(&mut client, "t", 0, batch, 9).await.error_code, 0);
+        assert_eq!(end_txn(&mut client, "writer", producer, commit).await, 0);
+    }
+    let mut filler = 0;
+    let mut dirty_the_log = async |client: &mut RawClient, key: &str| {
+        for _ in 0..4 {
+            filler += 1;
+            let value = filler.to_string();
+            let batch = records_batch(
+                &[(Some(key), Some(value.as_str()), 1_000)],
+                Compression::None,
+                None,
+                false,
+            );
+            assert_eq!(produce(client, "t", 0, batch, 9).await.error_code, 0);
+        }
+    };
+    // "a" written again (offset 4 on), so the committed transaction's record goes.
+    dirty_the_log(&mut client, "a").await;
+    dirty_the_log(&mut client, "f").await;
+    // The first cleaning drops both transactions' records and keeps their markers.
+    broker.maintain_logs(NOW_MS);
+    assert_eq!(markers_of_t(&mut client).await, vec![(1, None), (3, None)]);
+    // The next finds nothing left of them: the markers get the horizon.
+    let horizon = NOW_MS + 1 + HOUR_MS;
+    dirty_the_log(&mut client, "f").await;
+    broker.maintain_logs(NOW_MS + 1);
+    let stamped = vec![(1, Some(horizon)), (3, Some(horizon))];
+    assert_eq!(markers_of_t(&mut client).await, stamped);
+    dirty_the_log(&mut client, "f").await;
+    broker.maintain_logs(horizon - 1);
+    assert_eq!(markers_of_t(&mut client).await, stamped);
+    if dir.is_some() {
+        drop(broker);
+        broker = start_broker(config()).await;
+        client = RawClient::connect(broker.addr()).await;
+        assert_eq!(markers_of_t(&mut client).await, stamped);
+    }
+    dirty_the_log(&mut client, "f").await;
+    broker.maintain_logs(horizon);
+    assert_eq!(markers_of_t(&mut client).await, vec![]);
+    drop(broker);
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[tokio::test]
+async fn a_transaction_marker_goes_by_the_delete_horizon_in_memory() {
+    a_marker_goes_by_the_delete_horizon_once_its_transaction_is_cleaned(None).await;
+}
+
+#[tokio::test]
+async fn a_transaction_marker_goes_by_the_delete_horizon_on_disk_across_a_restart() {
+    let dir = data_dir("cleaner-marker-horizon");
+    a_marker_goes_by_the_delete_horizon_once_its_transaction_is_cleaned(Some(&dir)).await;
+}

@@ -582,6 +582,52 @@ async fn retention_ms_on_disk_deletes_whole_segments_and_a_restart_starts_after_
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `segment.ms` as Kafka's `LogSegment.shouldRoll` applies it: a new segment starts once a
+/// batch's max timestamp is more than `segment.ms` past the max timestamp of the active
+/// segment's first batch (record time, KIP-33, so a restarted log rolls where it did).
+#[tokio::test]
+async fn segment_ms_rolls_a_segment_by_its_records_timestamps_also_after_a_restart() {
+    let dir = data_dir("segment-ms");
+    let config = data_dir_config(&dir);
+    let broker = start_broker(config.clone()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(
+        create_with(&mut client, "rolled", &[("segment.ms", "10000")])
+            .await
+            .0,
+        0
+    );
+    let produce_at = async |client: &mut RawClient, timestamp: i64| {
+        let batch = keyed(&[(None, Some("x"), timestamp)]);
+        let answer = produce(client, "rolled", 0, batch, 9).await;
+        assert_eq!(answer.error_code, 0);
+    };
+    // 10 s after the first batch's is not past segment.ms; 10.001 s is.
+    for timestamp in [1_000, 5_000, 11_000, 11_001, 15_000, 21_002] {
+        produce_at(&mut client, timestamp).await;
+    }
+    let bases = |dir: &std::path::Path| {
+        let mut bases: Vec<i64> = std::fs::read_dir(dir.join("rolled"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter_map(|n| n.strip_suffix(".log")?.split_once('-')?.1.parse().ok())
+            .collect();
+        bases.sort();
+        bases
+    };
+    assert_eq!(bases(&dir), vec![0, 3, 5]);
+    broker.shutdown().await;
+
+    let broker = start_broker(config).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    produce_at(&mut client, 31_002).await;
+    assert_eq!(bases(&dir), vec![0, 3, 5]);
+    produce_at(&mut client, 31_003).await;
+    assert_eq!(bases(&dir), vec![0, 3, 5, 7]);
+    broker.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// IncrementalAlterConfigs SET of one topic config: the resource's error code.
 async fn set_config(client: &mut RawClient, topic: &str, name: &str, value: &str) -> i16 {
     let request = IncrementalAlterConfigsRequest::default().with_resources(vec![

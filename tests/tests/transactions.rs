@@ -36,15 +36,6 @@ async fn init(client: &mut RawClient, id: &str, timeout_ms: i32) -> (i16, i64, i
     )
 }
 
-async fn end(client: &mut RawClient, id: &str, producer: (i64, i16), commit: bool) -> i16 {
-    let request = EndTxnRequest::default()
-        .with_transactional_id(txn_id(id))
-        .with_producer_id(ProducerId(producer.0))
-        .with_producer_epoch(producer.1)
-        .with_committed(commit);
-    client.call(&request, 3).await.error_code
-}
-
 /// A transactional batch of `values` with sequences from `base_sequence`.
 fn txn_batch(producer: (i64, i16), base_sequence: i32, values: &[&str]) -> Bytes {
     let records: Vec<MaybeValue<'_>> = values.iter().map(|v| (None, Some(*v), 1_000)).collect();
@@ -144,7 +135,7 @@ async fn committed_and_aborted_records_under_both_isolation_levels() {
     assert_eq!(latest(&mut client, COMMITTED).await, 0);
     assert_eq!(latest(&mut client, UNCOMMITTED).await, 4);
 
-    assert_eq!(end(&mut client, "pay", producer, true).await, 0);
+    assert_eq!(end_txn(&mut client, "pay", producer, true).await, 0);
     let committed = fetch(&mut client, 0, COMMITTED).await;
     assert_eq!((committed.high_watermark, committed.last_stable), (5, 5));
     let offsets: Vec<i64> = committed.records.iter().map(|r| r.0).collect();
@@ -160,7 +151,7 @@ async fn committed_and_aborted_records_under_both_isolation_levels() {
     );
     let sent = produce(&mut client, "t", 0, txn_batch(producer, 3, &["x", "y"]), 9).await;
     assert_eq!((sent.error_code, sent.base_offset), (0, 5));
-    assert_eq!(end(&mut client, "pay", producer, false).await, 0);
+    assert_eq!(end_txn(&mut client, "pay", producer, false).await, 0);
     let aborted = fetch(&mut client, 5, COMMITTED).await;
     assert_eq!((aborted.high_watermark, aborted.last_stable), (8, 8));
     assert_eq!(aborted.aborted, vec![(pid, 5)]);
@@ -194,7 +185,7 @@ async fn transactional_requests_are_checked_like_kafka() {
     assert_eq!(stray.error_code, ResponseError::InvalidTxnState.code());
     // Nothing to end.
     assert_eq!(
-        end(&mut client, "pay", producer, true).await,
+        end_txn(&mut client, "pay", producer, true).await,
         ResponseError::InvalidTxnState.code()
     );
     // One unknown partition: nothing is added.
@@ -250,7 +241,7 @@ async fn a_new_instance_fences_the_zombie_and_aborts_what_it_left_open() {
         vec![ResponseError::InvalidProducerEpoch.code()]
     );
     assert_eq!(
-        end(&mut client, "pay", zombie, true).await,
+        end_txn(&mut client, "pay", zombie, true).await,
         ResponseError::ProducerFenced.code()
     );
     let late = produce(&mut client, "t", 0, txn_batch(zombie, 2, &["c"]), 9).await;
@@ -263,7 +254,7 @@ async fn a_new_instance_fences_the_zombie_and_aborts_what_it_left_open() {
     );
     let sent = produce(&mut client, "t", 0, txn_batch(current, 0, &["d"]), 9).await;
     assert_eq!((sent.error_code, sent.base_offset), (0, 3));
-    assert_eq!(end(&mut client, "pay", current, true).await, 0);
+    assert_eq!(end_txn(&mut client, "pay", current, true).await, 0);
     assert_eq!(
         fetch(&mut client, 3, COMMITTED).await.records,
         vec![(3, "d".into())]
@@ -307,7 +298,7 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     let p = client.call(&request, 12).await.responses[0].partitions[0].clone();
     assert_eq!((p.high_watermark, p.last_stable_offset), (1, 1));
     assert_eq!(
-        end(&mut client, "slow", producer, true).await,
+        end_txn(&mut client, "slow", producer, true).await,
         ResponseError::ProducerFenced.code()
     );
     let late = produce(&mut client, "t", 0, txn_batch(producer, 1, &["b"]), 9).await;
@@ -352,7 +343,7 @@ async fn offsets_sent_to_a_transaction_are_committed_with_it_only() {
             -1,
             "not before the end"
         );
-        assert_eq!(end(&mut client, "copier", producer, commit).await, 0);
+        assert_eq!(end_txn(&mut client, "copier", producer, commit).await, 0);
         let expected = if commit { 42 } else { -1 };
         assert_eq!(committed_offset(&mut client, "readers").await, expected);
     }
@@ -388,7 +379,7 @@ async fn transaction_state_survives_a_kill_9() {
     assert_eq!((open.high_watermark, open.last_stable), (2, 0));
     let sent = produce(&mut client, "t", 0, txn_batch(producer, 2, &["c"]), 9).await;
     assert_eq!((sent.error_code, sent.base_offset), (0, 2));
-    assert_eq!(end(&mut client, "pay", producer, true).await, 0);
+    assert_eq!(end_txn(&mut client, "pay", producer, true).await, 0);
     broker.kill();
 
     let broker = BrokerProcess::start(&args);
@@ -466,7 +457,7 @@ async fn read_committed_lookups_by_time_never_answer_past_the_last_stable_offset
             "{timestamp}"
         );
     }
-    assert_eq!(end(&mut client, "pay", producer, true).await, 0);
+    assert_eq!(end_txn(&mut client, "pay", producer, true).await, 0);
     assert_eq!(offset_for(&mut client, 2_000, COMMITTED).await, (5_000, 3));
     // The commit marker, stamped with the broker's clock, now holds the largest timestamp (as in
     // Kafka, whose time index holds control batches too).
@@ -532,7 +523,7 @@ async fn metadata_past_offset_metadata_max_bytes_is_refused_when_sent_not_droppe
         errors,
         vec![ResponseError::OffsetMetadataTooLarge.code(), 0]
     );
-    assert_eq!(end(&mut client, "copier", producer, true).await, 0);
+    assert_eq!(end_txn(&mut client, "copier", producer, true).await, 0);
     // What the commit answered 0 for is committed, whole; the refused one is not.
     let request = OffsetFetchRequest::default()
         .with_group_id(GroupId(s("readers")))

@@ -9,7 +9,10 @@
 //! reader gets `delete.retention.ms` from the first cleaning to see a delete, however old the
 //! tombstone's own timestamp, and the horizon survives a restart because it is in the batch.
 //! (Tombstones went by their record timestamp, so a day-old delete vanished in the first
-//! cleaning.) Transaction markers are always kept.
+//! cleaning.) A transaction marker is kept while a batch of its transaction is left; the first
+//! cleaning that finds none stamps the marker's batch with a horizon in the same way, and a
+//! cleaning past it removes the marker (Kafka's `containsMarkerForEmptyTxn`). (Markers were kept
+//! for ever.)
 //!
 //! It runs from the broker's background task, never from a produce or a fetch, and one pass is
 //! bounded in memory: it streams the cleanable part of the log (below the last stable offset and
@@ -145,9 +148,12 @@ impl PartitionLog {
         let cleaned = match &plan.segments {
             // In memory the batches are in memory already: loading them copies no byte.
             None => load(&plan.batches[..covered]).map(|loaded| {
+                let mut txns = TxnsSeen::new();
                 let outcomes = loaded
                     .iter()
-                    .map(|data| clean_batch(data, &latest, &plan, now_ms, config, &mut stats))
+                    .map(|data| {
+                        clean_batch(data, &latest, &plan, now_ms, config, &mut txns, &mut stats)
+                    })
                     .collect();
                 self.install_in_memory(&plan.batches[..covered], outcomes, covered_end);
             }),
@@ -214,6 +220,7 @@ impl PartitionLog {
             config,
         } = *cleaning;
         let mut at = 0;
+        let mut txns = TxnsSeen::new();
         for (segment, &end) in segments.iter().zip(&plan.segment_ends) {
             let in_segment = plan.batches[at..]
                 .iter()
@@ -228,7 +235,7 @@ impl PartitionLog {
             // One segment in memory at a time (at most `segment.bytes`), never the partition.
             let results: Vec<Outcome> = load(&plan.batches[from..to])?
                 .iter()
-                .map(|data| clean_batch(data, latest, plan, now_ms, config, stats))
+                .map(|data| clean_batch(data, latest, plan, now_ms, config, &mut txns, stats))
                 .collect();
             if results.iter().all(|o| matches!(o, Outcome::Kept(_))) {
                 let mut state = self.state.lock();
@@ -476,15 +483,23 @@ struct Cleaning<'a> {
     config: &'a CleanerConfig,
 }
 
+/// The producers with a transactional batch seen by a pass since their last marker: a pass reads
+/// from the log start, so a marker whose producer is not here has no batch of its transaction
+/// left before it.
+type TxnsSeen = std::collections::HashSet<i64>;
+
 /// One batch after cleaning: the records kept are the last of their key, not aborted, and not a
 /// tombstone past its batch's delete horizon; a batch that keeps a tombstone and has no horizon
-/// yet is rewritten with one.
+/// yet is rewritten with one. A transaction marker is treated as Kafka's `LogCleaner` treats it:
+/// kept while a batch of its transaction is left (`CleanedTransactionMetadata`); then, as a
+/// tombstone, stamped with a horizon by the first cleaning and removed by one past it.
 fn clean_batch(
     data: &Bytes,
     latest: &OffsetMap,
     plan: &Plan,
     now_ms: i64,
     config: &CleanerConfig,
+    txns: &mut TxnsSeen,
     stats: &mut CleanStats,
 ) -> Outcome {
     stats.bytes_before += data.len();
@@ -497,34 +512,53 @@ fn clean_batch(
     let Some((header, body)) = records_of(data, config.max_batch_bytes) else {
         return kept(Outcome::Kept(data.clone()), stats);
     };
-    // Markers stay: they end transactions whose other batches may lie in the dirty part.
-    if header.is_control() {
-        return kept(Outcome::Kept(data.clone()), stats);
-    }
+    // Kafka's `CleanedTransactionMetadata`: a marker stays while the pass saw a batch of its
+    // transaction before it (aborted batches go in this pass, the marker in a later one).
+    let txn_left = if header.is_control() {
+        txns.remove(&header.producer_id)
+    } else {
+        if header.is_transactional() {
+            txns.insert(header.producer_id);
+        }
+        false
+    };
     let Ok(slices) = slice_records(&body, header.record_count) else {
         return kept(Outcome::Kept(data.clone()), stats);
     };
     // Kafka's LogCleaner drops a tombstone only once its batch's horizon has passed.
     let tombstones_expired = header.delete_horizon().is_some_and(|h| now_ms >= h);
-    let survivors: Vec<_> = slices
-        .iter()
-        .filter(|s| {
-            let offset = header.base_offset + i64::from(s.offset_delta);
-            // A key the map does not hold has no newer record in the dirty part: this one, in
-            // the part cleaned before, is its last.
-            let last_of_key = s.key.as_ref().is_some_and(|k| {
-                latest
-                    .get(&key_hash(&body[k.clone()]))
-                    .is_none_or(|&last| last == offset)
-            });
-            let aborted =
-                header.is_transactional() && is_aborted(&plan.aborted, header.producer_id, offset);
-            let expired_tombstone = s.tombstone && tombstones_expired;
-            last_of_key && !aborted && !expired_tombstone
-        })
-        .collect();
+    let (survivors, sets_horizon): (Vec<_>, bool) = if header.is_control() {
+        // A marker with nothing of its transaction left is removable, by its horizon.
+        let removable = !txn_left;
+        let survivors = if removable && tombstones_expired {
+            Vec::new()
+        } else {
+            slices.iter().collect()
+        };
+        (survivors, removable && header.delete_horizon().is_none())
+    } else {
+        let survivors: Vec<_> = slices
+            .iter()
+            .filter(|s| {
+                let offset = header.base_offset + i64::from(s.offset_delta);
+                // A key the map does not hold has no newer record in the dirty part: this one,
+                // in the part cleaned before, is its last.
+                let last_of_key = s.key.as_ref().is_some_and(|k| {
+                    latest
+                        .get(&key_hash(&body[k.clone()]))
+                        .is_none_or(|&last| last == offset)
+                });
+                let aborted = header.is_transactional()
+                    && is_aborted(&plan.aborted, header.producer_id, offset);
+                let expired_tombstone = s.tombstone && tombstones_expired;
+                last_of_key && !aborted && !expired_tombstone
+            })
+            .collect();
+        let sets_horizon =
+            header.delete_horizon().is_none() && survivors.iter().any(|s| s.tombstone);
+        (survivors, sets_horizon)
+    };
     stats.records_removed += slices.len() - survivors.len();
-    let sets_horizon = header.delete_horizon().is_none() && survivors.iter().any(|s| s.tombstone);
     if survivors.len() == slices.len() && !sets_horizon {
         return kept(Outcome::Kept(data.clone()), stats);
     }

@@ -207,7 +207,7 @@ impl LogState {
             Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
             // Written before it is visible or acknowledged: nothing a fetch returned or a
             // producer was told can vanish when the process dies (the kernel has it).
-            Some(disk) => match disk.append(&data, base_offset, records) {
+            Some(disk) => match disk.append(&data, base_offset, records, header.max_timestamp) {
                 Ok(stored) => stored,
                 Err(e) => {
                     tracing::error!("partition write failed, no more appends: {e}");
@@ -316,6 +316,9 @@ impl PartitionLog {
         let messages = self.flush_messages(&state);
         if let (Some(disk), Some(commit)) = (&mut state.disk, &self.commit) {
             disk.set_flush(messages, policy.flush_ms.or(commit.defaults.ms));
+        }
+        if let Some(disk) = &mut state.disk {
+            disk.set_segment_ms(policy.segment_ms);
         }
         state.apply_retention_bytes();
     }
