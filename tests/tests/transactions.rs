@@ -608,7 +608,7 @@ async fn offset_metadata_max_bytes_holds_on_every_offset_commit_path() {
     let offsets = [(0, huge.clone())];
     let errors = txn_commit_offsets(&mut client, "copier", producer, "readers", &offsets, 4).await;
     assert_eq!(errors, vec![too_large]);
-    assert_eq!(end(&mut client, "copier", producer, true).await, 0);
+    assert_eq!(end_txn(&mut client, "copier", producer, true).await, 0);
     // The state on disk holds the five accepted commits (8 KiB of hex each) and the headers.
     let state_bytes: u64 = std::fs::read_dir(&dir)
         .unwrap()
