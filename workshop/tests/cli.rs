@@ -153,3 +153,31 @@ fn help_is_not_an_error() {
         assert!(stdout.contains(flag), "{flag} missing from help");
     }
 }
+
+/// A lab that cannot reach its cluster prints its error alone: no header or expectation first.
+#[test]
+fn a_cluster_that_cannot_be_reached_gets_the_error_line_only() {
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    for args in [
+        vec!["partitions", "--bootstrap", &addr],
+        vec!["hot-tenant", "--bootstrap", &addr],
+        vec!["hot-tenant", "--steps", "--bootstrap", &addr],
+    ] {
+        let out = workshop(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(text(&out.stdout), "", "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!(
+                "workshop: error: cannot reach a Kafka broker at {addr}"
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+}
