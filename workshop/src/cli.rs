@@ -9,7 +9,7 @@ use clap::{ArgMatches, Args, FromArgMatches};
 
 use crate::bench::BenchArgs;
 use crate::lab::args::CommonArgs;
-use crate::lab::report::{Gate, Narrator};
+use crate::lab::report::{wrap, Gate, Narrator};
 use crate::lab::stop::Stop;
 use crate::lab::{LabContext, LabEntry, Target};
 use crate::labs::LABS;
@@ -29,6 +29,22 @@ pub enum Invocation {
     },
 }
 
+/// The columns help and the list fit in: a room's screen (clap wraps help at it).
+pub const WIDTH: usize = 100;
+
+/// `workshop list`: each lab's name and summary, the summary continued under itself when it
+/// does not fit in [`WIDTH`].
+pub fn list_lines(labs: &[(&str, &str)]) -> Vec<String> {
+    let name_width = labs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let under = " ".repeat(name_width + 2);
+    labs.iter()
+        .flat_map(|(name, summary)| {
+            let first = format!("{name:name_width$}  ");
+            wrap(summary, &first, &under, WIDTH)
+        })
+        .collect()
+}
+
 /// The whole command, as `--help` shows it.
 pub fn command() -> clap::Command {
     // The summary goes on last: a derive's doc comment, added with its flags, would replace it.
@@ -36,6 +52,7 @@ pub fn command() -> clap::Command {
         .iter()
         .map(|entry| CommonArgs::augment_args(entry.command()).about(entry.summary));
     clap::Command::new("workshop")
+        .max_term_width(WIDTH)
         .version(env!("CARGO_PKG_VERSION"))
         .about("Labs that reproduce what partitioning breaks: run one, predict, watch, read the verdict")
         .after_help(
@@ -128,6 +145,50 @@ mod tests {
     #[test]
     fn the_command_is_well_formed() {
         command().debug_assert();
+    }
+
+    /// `workshop --help`, every subcommand's help (short and long) and `workshop list` fit in
+    /// 100 columns, as clap wraps them (`tests/cli.rs` checks a wider terminal).
+    #[test]
+    fn every_help_and_list_line_fits_in_100_columns() {
+        fn check(cmd: &mut clap::Command, path: &str, wide: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            for help in [cmd.render_help(), cmd.render_long_help()] {
+                for line in help.to_string().lines() {
+                    let width = line.chars().count();
+                    if width > WIDTH {
+                        wide.push(format!("{path}: {width} columns: {line}"));
+                    }
+                }
+            }
+            for sub in cmd.get_subcommands_mut() {
+                check(sub, &path, wide);
+            }
+        }
+        let mut cli = command();
+        cli.build();
+        let mut wide = Vec::new();
+        check(&mut cli, "", &mut wide);
+        let labs: Vec<(&str, &str)> = LABS.iter().map(|l| (l.name, l.summary)).collect();
+        for line in list_lines(&labs) {
+            if line.chars().count() > WIDTH {
+                wide.push(format!("list: {line}"));
+            }
+        }
+        assert!(wide.is_empty(), "{}", wide.join("\n"));
+    }
+
+    #[test]
+    fn a_long_summary_continues_under_itself_in_the_list() {
+        let long = "word ".repeat(30);
+        let lines = list_lines(&[("a", "short"), ("longer", long.trim_end())]);
+        assert_eq!(lines[0], "a       short");
+        assert!(lines[1].starts_with("longer  word word"), "{lines:?}");
+        assert!(lines[2].starts_with("        word"), "{lines:?}");
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= WIDTH),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -76,9 +76,8 @@ impl Outcome {
     pub fn emit(&self, stdout: &mut dyn Write) -> std::io::Result<u8> {
         match self {
             Outcome::List(labs) => {
-                let width = labs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
-                for (name, summary) in labs {
-                    writeln!(stdout, "{name:width$}  {summary}")?;
+                for line in cli::list_lines(labs) {
+                    writeln!(stdout, "{line}")?;
                 }
                 Ok(0)
             }

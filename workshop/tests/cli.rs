@@ -16,13 +16,42 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[test]
-fn list_shows_one_line_per_lab() {
+fn list_shows_one_entry_per_lab() {
     let out = workshop(&["list"]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = text(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), workshop::labs::LABS.len());
-    assert!(lines[0].starts_with("rehash "), "{stdout}");
+    // A summary too long for the line continues, indented, under itself.
+    let entries: Vec<&str> = stdout.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert_eq!(entries.len(), workshop::labs::LABS.len());
+    assert!(entries[0].starts_with("rehash "), "{stdout}");
+}
+
+/// On a terminal 300 columns wide, the help and the list still fit in 100 (clap's
+/// `max_term_width`; clap reads the width from COLUMNS).
+#[test]
+fn help_and_list_fit_in_100_columns_on_a_wide_terminal() {
+    let mut pages = vec![vec!["--help"], vec!["list"]];
+    for lab in workshop::labs::LABS {
+        pages.push(vec![lab.name, "--help"]);
+        pages.push(vec![lab.name, "-h"]);
+    }
+    let mut wide = Vec::new();
+    for args in pages {
+        let out = Command::new(env!("CARGO_BIN_EXE_workshop"))
+            .args(&args)
+            .env("COLUMNS", "300")
+            .env("LINES", "50")
+            .stdin(Stdio::null())
+            .output()
+            .expect("the workshop binary runs");
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        for line in text(&out.stdout).lines() {
+            if line.chars().count() > 100 {
+                wide.push(format!("{args:?}: {line}"));
+            }
+        }
+    }
+    assert!(wide.is_empty(), "{}", wide.join("\n"));
 }
 
 #[test]
@@ -122,5 +151,33 @@ fn help_is_not_an_error() {
         "--vnodes",
     ] {
         assert!(stdout.contains(flag), "{flag} missing from help");
+    }
+}
+
+/// A lab that cannot reach its cluster prints its error alone: no header or expectation first.
+#[test]
+fn a_cluster_that_cannot_be_reached_gets_the_error_line_only() {
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    for args in [
+        vec!["partitions", "--bootstrap", &addr],
+        vec!["hot-tenant", "--bootstrap", &addr],
+        vec!["hot-tenant", "--steps", "--bootstrap", &addr],
+    ] {
+        let out = workshop(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(text(&out.stdout), "", "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!(
+                "workshop: error: cannot reach a Kafka broker at {addr}"
+            )),
+            "{args:?}: {stderr}"
+        );
     }
 }

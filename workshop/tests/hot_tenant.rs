@@ -10,7 +10,7 @@ mod support;
 
 use protocol::partitioner::partition_for_key;
 use serde_json::{json, Value};
-use support::{assert_figures_follow_the_seed, run_json, BrokerProcess};
+use support::{assert_figures_follow_the_seed, narrated, run_json, unwrapped, BrokerProcess};
 use workshop::LabReport;
 
 fn run(args: &[&str]) -> LabReport {
@@ -80,6 +80,59 @@ fn assert_steps(report: &Value) {
 #[test]
 fn steps_measure_seed_000_on_the_broker() {
     assert_steps(&json_of(&run(&["--steps"])));
+}
+
+/// Source 000's share, as the source words it, and a lag table titled as the lab's.
+#[test]
+fn steps_say_seed_000_s_about_83_percent() {
+    let (report, text) = narrated("hot-tenant", &["--steps"]);
+    assert_eq!(report.exit_code(), 0);
+    let text = unwrapped(&text);
+    for said in [
+        "A hot key sent 10 of 12 requests to P0, about 83 %: it completed 4 and queued 6",
+        "lag per partition at the longest queue, where LAG is the queue (offsets as \
+         kafka-consumer-groups.sh --describe reads them; the table is the lab's):",
+    ] {
+        assert!(text.contains(said), "does not say {said:?}:\n{text}");
+    }
+}
+
+/// What the room is told about Kafka in the timed run: the out-of-order count is the lab's
+/// model, source 001's salting rule, and one member per partition in a consumer group (not in
+/// a share group).
+#[test]
+fn the_timed_run_labels_its_model_and_its_kafka_claims() {
+    let (report, text) = narrated("hot-tenant", &SMALL);
+    assert_eq!(report.exit_code(), 0);
+    let f = &report.figures;
+    let text = unwrapped(&text);
+    for said in [
+        format!(
+            "The price. Order, in the lab's model of the consumers' store (each tick it applies the \
+             partitions one after another, standing in for members that race; not a measured race): \
+             {} of tenant-42's {} records were applied after a later one of its own",
+            thousands(f["out_of_order_after"].as_u64().unwrap()),
+            thousands(f["applied_after"].as_u64().unwrap()),
+        ),
+        "source 001 salts by hash(order_id) % S, so that each order's records share a sub-key and \
+         stay in order"
+            .to_string(),
+        "In a consumer group a partition is consumed by one member at a time".to_string(),
+        "(Share groups, KIP-932, let several consumers read one partition, giving up order within \
+         it.)"
+            .to_string(),
+        "Group orders-by-tenant's lag per partition after 2.0 s of traffic".to_string(),
+    ] {
+        assert!(text.contains(&said), "does not say {said:?}:\n{text}");
+    }
+    assert!(
+        !text.contains("kafka-consumer-groups.sh --describe --group"),
+        "{text}"
+    );
+}
+
+fn thousands(n: u64) -> String {
+    workshop::lab::report::thousands(n)
 }
 
 /// A smaller timed run than the default (which sends 4,000,000 records per run), so the test

@@ -5,7 +5,7 @@
 //! - [`SlotHash::Xxh3`]: `hash(key) % slots`, source 004's 4096 logical buckets.
 //! - [`SlotHash::RedisCrc16`]: Redis Cluster's `HASH_SLOT = CRC16(key) mod 16384`, CRC16 being
 //!   XMODEM's, of the key's hash tag when it has one ([`hash_tag`]).
-//! - [`SlotHash::KafkaMurmur2`]: Kafka's default partitioner, `toPositive(murmur2(key)) % P`:
+//! - [`SlotHash::KafkaMurmur2`]: Java's producer's default partitioner, `toPositive(murmur2(key)) % P`:
 //!   a topic's partitions are fixed slots, and brokers hold whole partitions. Adding a broker
 //!   and reassigning partitions moves no key to another partition; raising P would (lab
 //!   `partitions`).

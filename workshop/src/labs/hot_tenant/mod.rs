@@ -61,9 +61,10 @@ impl Lab for HotTenant {
                 )
             }
             Mode::Steps => {
-                ctx.narrator.intro(Self::NAME, steps::EXPECTED);
+                // The cluster first: a run that cannot start prints its error alone.
                 let rt = runtime()?;
                 let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
+                ctx.narrator.intro(Self::NAME, steps::EXPECTED);
                 ctx.narrator
                     .say(&format!("Running against {}.", cluster.describe()));
                 let outcome =
@@ -74,9 +75,9 @@ impl Lab for HotTenant {
             }
             Mode::Timed(plan) => {
                 let expected = timed::expected(&plan);
-                ctx.narrator.intro(Self::NAME, &expected);
                 let rt = runtime()?;
                 let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
+                ctx.narrator.intro(Self::NAME, &expected);
                 let timed = timed::run(&cluster, &mut ctx.narrator, plan, ctx.seed);
                 let outcome = rt.block_on(cluster.until_stopped(timed));
                 rt.block_on(cluster.close());

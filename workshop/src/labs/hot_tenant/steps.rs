@@ -11,6 +11,7 @@
 
 use serde::Serialize;
 
+use crate::kit::offsets::lag_title;
 use crate::kit::steps::model::{self, Load, Run, StepRow, CAPACITY, PARTITIONS};
 use crate::kit::steps::{StepRun, START_ROUND_TRIPS, STEP_ROUND_TRIPS};
 use crate::lab::deadline::Work;
@@ -58,7 +59,12 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks
         n.table(&steps_table(&rows));
         // The queue at its longest is worth the tool's own view: LAG is the queue.
         if let Some(lag) = longest {
-            n.say("kafka-consumer-groups.sh --describe at the longest queue: the LAG column is the queue.");
+            if let Some(row) = lag.first() {
+                n.say(&lag_title(
+                    &row.group,
+                    "at the longest queue, where LAG is the queue",
+                ));
+            }
             n.lag(&lag);
         }
         if rows != expected {
@@ -220,10 +226,13 @@ fn summary(rows: &[StepRow]) -> Summary {
                 .filter(|&o| o != p)
                 .map(|o| r.completed[o].to_string())
                 .collect();
+            let arrived: u64 = r.arrivals.iter().sum();
             happened.push(format!(
-                "A hot key sent {} of 12 requests to P{p}: it completed {} and queued {}, the other two \
-                 completed {} of their {CAPACITY}; {} of a capacity of {} were done.",
+                "A hot key sent {} of {arrived} requests to P{p}, about {:.0} %: it completed {} and \
+                 queued {}, the other two completed {} of their {CAPACITY}; {} of a capacity of {} were \
+                 done.",
                 r.arrivals[p],
+                r.arrivals[p] as f64 * 100.0 / arrived.max(1) as f64,
                 r.completed[p],
                 r.queued[p],
                 others.join(" and "),

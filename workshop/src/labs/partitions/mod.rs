@@ -74,9 +74,10 @@ impl Lab for Partitions {
         let traffic = Traffic::generate(plan.orders, plan.open, ctx.seed);
         let expected = figures::expected(plan.before, plan.after);
         let n = &mut ctx.narrator;
-        n.intro(Self::NAME, &expected);
+        // The cluster first: a run that cannot start prints its error alone.
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
+        n.intro(Self::NAME, &expected);
         n.say(&format!("Running against {}.", cluster.describe()));
         let measured = rt
             .block_on(cluster.until_stopped(story::phases(&cluster, &plan, &traffic, ctx.seed, n)));

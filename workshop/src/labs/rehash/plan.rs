@@ -136,8 +136,8 @@ fn removed_nodes(args: &RehashArgs) -> Result<Vec<NodeId>, LabError> {
     }
     if ids.len() != count {
         return Err(LabError::InvalidInput(format!(
-            "--remove names {} node(s), but going from {} to {} removes {count}; name {count} or leave --remove out to remove the newest",
-            ids.len(),
+            "--remove names {}, but going from {} to {} removes {count}; name {count} or leave --remove out to remove the newest",
+            crate::lab::report::count(ids.len() as u64, "node", "nodes"),
             args.from,
             args.to
         )));
@@ -207,5 +207,10 @@ mod tests {
             let err = parse(flags).expect_err(&format!("{flags:?} was accepted"));
             assert!(!err.trim().is_empty());
         }
+        let err = parse(&["--from", "5", "--to", "3", "--remove", "1"]).unwrap_err();
+        assert!(
+            err.starts_with("--remove names 1 node, but going from 5 to 3 removes 2;"),
+            "{err}"
+        );
     }
 }

@@ -339,25 +339,30 @@ async fn produce(
     let mut timeline = Vec::new();
     let tick_time = Duration::from_secs(1) / TICKS_PER_SECOND as u32;
     let start = tokio::time::Instant::now();
+    let mut failed = FailedSends::default();
     for tick in 1..=plan.ticks() {
         tokio::time::sleep_until(start + tick_time * (tick - 1)).await;
         let (from, to) = (plan.sent_after(tick - 1), plan.sent_after(tick));
+        let mut deliveries = Vec::with_capacity((to - from) as usize);
         for _ in from..to {
             let draw = traffic.next_record();
             let value = encode_seq(draw.seq);
-            producer
+            let delivery = producer
                 .send(ProducerRecord::new(topic).key(draw.key).value(&value))
                 .await
                 .map_err(|e| broker_error(&format!("producing to {topic}"), &e))?;
+            deliveries.push(delivery);
         }
         producer.flush().await;
+        for delivery in deliveries {
+            if let Err(e) = delivery.wait().await {
+                failed.record(&e);
+            }
+        }
         let ends = ch.offsets.log_ends(topic, plan.partitions).await?;
         let stored: i64 = ends.iter().sum();
-        if stored != to as i64 {
-            return Err(LabError::Broker(format!(
-                "the broker stored {stored} of the {to} records sent to {topic}; some produce \
-                 requests failed"
-            )));
+        if let Some(e) = failed.unstored(topic, stored, to) {
+            return Err(e);
         }
         ch.clock
             .send_modify(|ticks| ticks.push(Arc::new(ends.clone())));
@@ -403,10 +408,71 @@ async fn produce(
     Ok((traffic, timeline))
 }
 
+/// Sends whose delivery failed, counted, with the first error: what the run says when the
+/// broker's log ends fall short of what was sent.
+#[derive(Debug, Default)]
+struct FailedSends {
+    count: u64,
+    first: Option<String>,
+}
+
+impl FailedSends {
+    fn record(&mut self, e: &client::Error) {
+        self.count += 1;
+        self.first.get_or_insert_with(|| e.to_string());
+    }
+
+    /// The run's end when the broker stored a different number of records than the `sent`
+    /// ones: why, as far as the sends' own outcomes say.
+    fn unstored(&self, topic: &str, stored: i64, sent: u64) -> Option<LabError> {
+        if stored == sent as i64 {
+            return None;
+        }
+        let why = match &self.first {
+            Some(first) => format!(
+                "{} failed (the first: {first})",
+                crate::lab::report::count(self.count, "send", "sends")
+            ),
+            None => "every send was acknowledged, so records went missing on the broker".into(),
+        };
+        Some(LabError::Broker(format!(
+            "the broker stored {} of the {} sent to {topic}: {why}",
+            thousands(stored.max(0) as u64),
+            crate::lab::report::count(sent, "record", "records")
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use client::ApiKey;
+
+    #[test]
+    fn a_shortfall_is_blamed_on_failed_sends_only_when_some_failed() {
+        let mut failed = FailedSends::default();
+        assert!(failed.unstored("orders", 10, 10).is_none());
+        assert_eq!(
+            failed.unstored("orders", 9, 10).unwrap().to_string(),
+            LabError::Broker(
+                "the broker stored 9 of the 10 records sent to orders: every send was \
+                 acknowledged, so records went missing on the broker"
+                    .into()
+            )
+            .to_string()
+        );
+        failed.record(&client::Error::ProducerClosed);
+        failed.record(&client::Error::ProducerClosed);
+        assert_eq!(
+            failed.unstored("orders", 1_998, 2_000).unwrap().to_string(),
+            LabError::Broker(
+                "the broker stored 1,998 of the 2,000 records sent to orders: 2 sends failed \
+                 (the first: the producer is closed)"
+                    .into()
+            )
+            .to_string()
+        );
+    }
 
     /// A broker that answers every JoinGroup an hour late: the run ends at its deadline (its
     /// million records, the group forming), not at a flat timeout of its own, with the run's

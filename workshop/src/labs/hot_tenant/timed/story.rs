@@ -6,6 +6,7 @@ use super::super::sketch::SpaceSaving;
 use super::super::traffic::tenant_key;
 use super::flow::{RunOutcome, Sample, DETECTOR_COUNTERS};
 use super::{Figures, LagShare, MorePartitions, TopEntry};
+use crate::kit::offsets::lag_title;
 use crate::lab::report::{
     bar, max_and_average, percent, thousands, Align, Narrator, Phase, Summary, Table,
 };
@@ -43,12 +44,13 @@ pub fn keyed_opening(n: &mut Narrator, plan: &Timed, cluster: &Cluster) {
 
 pub fn keyed_evidence(n: &mut Narrator, plan: &Timed, run: &RunOutcome) {
     n.answer();
-    n.say(&format!(
-        "After {:.1} s of traffic ({:.1} s on this machine), kafka-consumer-groups.sh --describe --group \
-         {}:",
-        plan.seconds(),
-        run.elapsed.as_secs_f64(),
-        run.group
+    n.say(&lag_title(
+        &run.group,
+        &format!(
+            "after {:.1} s of traffic ({:.1} s on this machine)",
+            plan.seconds(),
+            run.elapsed.as_secs_f64()
+        ),
     ));
     n.lag(&run.lag_rows);
     n.say("How it got there, second by second of traffic:");
@@ -250,7 +252,9 @@ pub fn salted_opening(n: &mut Narrator, plan: &Timed) {
         about: &format!(
             "Source 003's fix: write the hot tenant under one of {} sub-keys picked at random per record \
              ({}#0 to {}#{}), leave every other tenant alone, and run the same traffic again on a fresh \
-             topic and group.",
+             topic and group. Per record at random is the worst case for order: source 001 salts by \
+             hash(order_id) % S, so that each order's records share a sub-key and stay in order, and \
+             only the order across the tenant's orders is given up.",
             plan.salt,
             tenant_key(plan.hot_tenant),
             tenant_key(plan.hot_tenant),
@@ -295,9 +299,11 @@ pub fn salted_evidence(
         thousands(max_and_average(&after.lag_rows).0)
     ));
     n.say(&format!(
-        "The price. Order: {} of {}'s {} records were applied after a later one of its own (before \
-         salting: {}); its orders now race each other through {} partitions. Reads: \"all of {}\" is \
-         {} reads (one per sub-key, on {} partitions) and a merge.",
+        "The price. Order, in the lab's model of the consumers' store (each tick it applies the \
+         partitions one after another, standing in for members that race; not a measured race): {} of \
+         {}'s {} records were applied after a later one of its own (before salting: {}); its records \
+         now go through {} partitions. Reads: \"all of {}\" is {} reads (one per sub-key, on {} \
+         partitions) and a merge.",
         thousands(after.order.out_of_order(hot)),
         tenant_key(hot),
         thousands(after.order.applied(hot)),
@@ -326,7 +332,7 @@ pub fn summary(f: &Figures) -> Summary {
             format!(
                 "The sketch named {} with {} of the traffic. Salted into {} sub-keys, the busiest partition got \
                  {:.2}x the mean and the largest lag was {}, at the price of {} records applied out of order \
-                 and a {}-way read.",
+                 (in the lab's model of the store) and a {}-way read.",
                 f.hot_tenant,
                 percent(f.hot_share),
                 f.salt_buckets,
@@ -338,8 +344,10 @@ pub fn summary(f: &Figures) -> Summary {
         ],
         why: vec![
             format!(
-                "A partition is consumed by one member at a time: the group's capacity ({:.1}x the traffic) \
-                 cannot help the partition that needs it. One key always has one partition.",
+                "In a consumer group a partition is consumed by one member at a time: the group's capacity \
+                 ({:.1}x the traffic) cannot help the partition that needs it. One key always has one \
+                 partition. (Share groups, KIP-932, let several consumers read one partition, giving up \
+                 order within it.)",
                 f.group_capacity_over_traffic
             ),
             "The average divides one partition's lag by the partition count: the more partitions, the better \
@@ -354,7 +362,8 @@ pub fn summary(f: &Figures) -> Summary {
              list current."
                 .into(),
             "Salt only the listed hot keys, knowing the price: order per key is gone across sub-keys, reads fan \
-             out S ways and merge. Cheap for counters, costly for 'latest N'."
+             out S ways and merge. Salt by hash(order_id) % S (source 001) to keep each order in order. \
+             Cheap for counters, costly for 'latest N'."
                 .into(),
             "Or: a cache with request coalescing in front of hot reads; a dedicated partition or topic for a \
              super tenant; virtual buckets as in source 001, moved online with a versioned routing table."
