@@ -4,7 +4,7 @@ nothing is lost or delivered twice.
 
     python cluster_interop.py --broker-bin PATH CLIENT
 
-CLIENT is confluent-kafka (librdkafka: an idempotent Producer here, a group member in
+CLIENT is confluent-kafka or kafka-python 3.x (an idempotent producer here, a group member in
 group_member.py) or kafkajs (2.2.4: kafkajs/cluster_producer.js, kafkajs/member.js). The script
 starts the broker itself (`--nodes 3 --listen 127.0.0.1:0 --metrics 127.0.0.1:0`), reads the three
 listeners from its stdout, and stops it with SIGTERM by PID at the end.
@@ -160,6 +160,25 @@ class ConfluentProducer:
         self.producer.flush(10)
 
 
+class KafkaPythonProducer:
+    def __init__(self, bootstrap, topic):
+        from kafka import KafkaProducer
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="cluster-interop-kp",
+                                      enable_idempotence=True, acks="all", linger_ms=5,
+                                      retries=20, retry_backoff_ms=50)
+        self.topic = topic
+
+    def send(self, prefix, n):
+        futures = [self.producer.send(self.topic, key=f"{prefix}-{i}".encode(),
+                                      value=f"{prefix}-{i}".encode()) for i in range(n)]
+        self.producer.flush(60)
+        failed = [f.exception for f in futures if f.failed()]
+        check(not failed and all(f.is_done for f in futures), f"wave {prefix}: {failed[:3]}")
+
+    def close(self):
+        self.producer.close(10)
+
+
 class KafkajsProducer:
     def __init__(self, bootstrap, topic):
         self.proc = subprocess.Popen([NODE, os.path.join(HERE, "kafkajs", "cluster_producer.js"),
@@ -195,7 +214,7 @@ def scenario(client, cluster, topic):
     try:
         c.wait_until(lambda: any(len(e["partitions"]) == PARTITIONS for e in member.of("assigned")),
                      40, "the member to own every partition")
-        producer = (KafkajsProducer if client == "kafkajs" else ConfluentProducer)(node3, topic)
+        producer = PRODUCERS[client](node3, topic)
         wave_a = [f"a-{i}" for i in range(WAVE)]
         producer.send("a", WAVE)
         c.wait_until(lambda: set(wave_a) <= set(member.values()), 60, "wave A consumed")
@@ -250,10 +269,14 @@ def scenario(client, cluster, topic):
         member.leave()
 
 
+PRODUCERS = {"confluent-kafka": ConfluentProducer, "kafka-python": KafkaPythonProducer,
+             "kafkajs": KafkajsProducer}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--broker-bin", required=True)
-    ap.add_argument("client", choices=["confluent-kafka", "kafkajs"])
+    ap.add_argument("client", choices=list(PRODUCERS))
     args = ap.parse_args()
     cluster = Cluster(args.broker_bin)
     t0 = time.monotonic()

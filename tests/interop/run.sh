@@ -301,10 +301,11 @@ if [[ -n "${BROKER:-}" ]]; then
     scenario "idempotence: acks dropped, stored once" "$PYTHON" idempotence_interop.py --broker-bin "$BROKER"
 fi
 
-# Three nodes in one broker process of its own (issue 32): confluent-kafka and kafkajs produce and
-# consume in a group while every partition's leader moves; 0 lost. (Not with INTEROP_BOOTSTRAP.)
+# Three nodes in one broker process of its own (issue 32): confluent-kafka, kafka-python and kafkajs
+# produce and consume in a group while every partition's leader moves; 0 lost. (Not with
+# INTEROP_BOOTSTRAP.)
 if [[ -n "${BROKER:-}" ]]; then
-    for client in confluent-kafka kafkajs; do
+    for client in confluent-kafka kafka-python kafkajs; do
         scenario "cluster: $client across a leader move" "$PYTHON" cluster_interop.py --broker-bin "$BROKER" "$client"
     done
 fi

@@ -28,7 +28,14 @@ pub async fn bind(config: &BrokerConfig) -> io::Result<Vec<TcpListener>> {
             })?;
             addr.set_port(port);
         }
-        listeners.push(TcpListener::bind(addr).await?);
+        let bound = TcpListener::bind(addr)
+            .await
+            .map_err(|e| match config.nodes {
+                // Say which node's port failed; a single node's error stays as it always was.
+                0 | 1 => e,
+                _ => io::Error::new(e.kind(), format!("node {} on {addr}: {e}", index + 1)),
+            })?;
+        listeners.push(bound);
     }
     Ok(listeners)
 }
