@@ -73,6 +73,8 @@ struct Inner {
     /// Counts changes to `cache`, so that a producer may keep a partition count for itself and
     /// know, with one atomic load per record, whether the cache has changed since.
     generation: AtomicU64,
+    /// Metadata requests answered, for whoever wants to see how often a map was re-read.
+    metadata_requests: AtomicU64,
     // One metadata refresh at a time: many producers noticing stale metadata together should
     // cause one request, not one each.
     refresh: tokio::sync::Mutex<()>,
@@ -115,6 +117,7 @@ impl Client {
                 settings,
                 cache: RwLock::new(MetadataCache::default()),
                 generation: AtomicU64::new(0),
+                metadata_requests: AtomicU64::new(0),
                 refresh: tokio::sync::Mutex::new(()),
             }),
             slots: Arc::default(),
@@ -151,6 +154,7 @@ impl Client {
         let resp = conn
             .call(|version| metadata_request(topics, allow_auto_create, version))
             .await?;
+        self.inner.metadata_requests.fetch_add(1, Ordering::Relaxed);
         let snapshot = MetadataSnapshot::from_response(resp);
         let mut cache = self.inner.cache.write();
         cache.apply(&snapshot, Instant::now());
@@ -215,6 +219,12 @@ impl Client {
     /// long as the generation stays the same and the count is younger than the metadata max age.
     pub fn metadata_generation(&self) -> u64 {
         self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// Metadata requests this client (and its clones) had answered: how often it re-read the
+    /// cluster's map, its first contact included.
+    pub fn metadata_requests(&self) -> u64 {
+        self.inner.metadata_requests.load(Ordering::Relaxed)
     }
 
     /// The leader of a partition as last learned, without asking anyone.

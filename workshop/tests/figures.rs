@@ -118,6 +118,11 @@ fn migrate_figures_are_the_recorded_ones() {
 }
 
 #[test]
+fn routing_figures_are_the_recorded_ones() {
+    assert_recorded("routing", "routing", &[]);
+}
+
+#[test]
 fn a_moved_figure_is_named_by_its_line() {
     let recorded = "{\n  \"a\": 1,\n  \"b\": 0.9090909090909092\n}\n";
     let now = "{\n  \"a\": 1,\n  \"b\": 0.9090909090909091,\n  \"c\": true\n}\n";

@@ -201,6 +201,14 @@ impl Producer {
         self.handle.shared.lost.lock().log().to_vec()
     }
 
+    /// Each answer that told this producer its metadata was stale (NOT_LEADER_OR_FOLLOWER, ...),
+    /// in order, with the batch's topic and partition: Java's producer logs each as "Received
+    /// invalid metadata error in produce request on partition ..." and re-reads metadata, as
+    /// this one does (the first 10,000 are kept).
+    pub fn invalid_metadata_errors(&self) -> Vec<crate::error::ServerError> {
+        self.handle.shared.invalid_metadata.lock().clone()
+    }
+
     /// Adds the record to a batch. Waits only for topic metadata (when not cached) and for
     /// buffer space; delivery is awaited through the returned future.
     pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {

@@ -39,7 +39,15 @@ pub struct Shared {
     pub lost: Mutex<AckLossState>,
     /// The open transaction, with a transactional id.
     pub txn: Mutex<TxnProgress>,
+    /// Errors a broker answered a batch with that mean our metadata was stale (Java's "Received
+    /// invalid metadata error in produce request"), each with its partition; the first
+    /// [`INVALID_METADATA_KEPT`] of them.
+    pub invalid_metadata: Mutex<Vec<ServerError>>,
 }
+
+/// How many invalid-metadata answers a producer remembers: enough for any lab or test, bounded
+/// for a producer that runs for months.
+pub const INVALID_METADATA_KEPT: usize = 10_000;
 
 impl Shared {
     /// The state of a producer with this (checked) configuration.
@@ -58,6 +66,7 @@ impl Shared {
             identity: OnceCell::new(),
             fatal: OnceLock::new(),
             txn: Mutex::new(TxnProgress::default()),
+            invalid_metadata: Mutex::new(Vec::new()),
         }
     }
 
@@ -137,6 +146,16 @@ impl Shared {
             || err.server().is_some_and(ServerError::invalidates_metadata);
         if stale_routing {
             self.client.invalidate(&batch.topic);
+        }
+        if let Some(answer) = err.server().filter(|e| e.invalidates_metadata()) {
+            let mut kept = self.invalid_metadata.lock();
+            if kept.len() < INVALID_METADATA_KEPT {
+                kept.push(
+                    ServerError::new(answer.code)
+                        .topic(&*batch.topic)
+                        .partition(batch.partition),
+                );
+            }
         }
         let in_time = batch.created.elapsed() < self.config.delivery_timeout;
         let delay = self.config.retry.delay(batch.attempts + 1);
@@ -323,6 +342,23 @@ mod tests {
             shared.answered(batch, &answer(0, 3), "b:1");
         }
         assert!(shared.acc.lock().is_idle());
+    }
+
+    #[test]
+    fn a_stale_leader_is_remembered_with_its_partition_and_other_errors_are_not() {
+        let shared = idempotent(None);
+        let (ready, _) = send(&shared, 2);
+        let mut ready = ready.into_iter();
+        let moved = ResponseError::NotLeaderOrFollower.code();
+        let slow = ResponseError::RequestTimedOut.code();
+        shared.answered(ready.next().unwrap(), &answer(moved, -1), "b:1");
+        shared.answered(ready.next().unwrap(), &answer(slow, -1), "b:1");
+        let kept = shared.invalid_metadata.lock().clone();
+        assert_eq!(
+            kept,
+            [ServerError::new(moved).topic("t").partition(0)],
+            "only the answer that means stale metadata"
+        );
     }
 
     #[test]

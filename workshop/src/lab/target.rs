@@ -93,6 +93,28 @@ impl Cluster {
         }
     }
 
+    /// [`open`](Self::open) for a lab about a cluster: embedded, `nodes` brokers in one process
+    /// (`broker --nodes`) serving their metrics on a port of their own on loopback; a cluster
+    /// at `--bootstrap` is what it is.
+    pub async fn open_nodes(
+        target: &Target,
+        stop: &Stop,
+        lab: &str,
+        nodes: usize,
+    ) -> Result<Self, LabError> {
+        match target {
+            Target::Embedded => {
+                let config = broker::BrokerConfig {
+                    nodes,
+                    metrics: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+                    ..broker::BrokerConfig::default()
+                };
+                Self::start_embedded(config, stop, lab).await
+            }
+            Target::Bootstrap(_) => Self::open(target, stop, lab).await,
+        }
+    }
+
     /// Starts the embedded broker with `config`, on a port of its own on loopback.
     async fn start_embedded(
         config: broker::BrokerConfig,

@@ -9,6 +9,7 @@ pub mod migrate;
 pub mod partitions;
 pub mod rebalance;
 pub mod rehash;
+pub mod routing;
 
 use crate::lab::LabEntry;
 
@@ -20,4 +21,5 @@ pub const LABS: &[LabEntry] = &[
     LabEntry::of::<idempotence::Idempotence>(),
     LabEntry::of::<rebalance::Rebalance>(),
     LabEntry::of::<migrate::Migrate>(),
+    LabEntry::of::<routing::Routing>(),
 ];
