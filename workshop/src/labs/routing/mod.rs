@@ -11,8 +11,10 @@
 //! Read `story` first: the phases in the order a trainer tells them.
 //!
 //! - `plan`: flags; `kafka`: the Kafka clients' runs; `metrics`: the cluster's own counters;
-//!   `redis`: the Redis Cluster model; `figures`: the JSON figures and the verdict.
+//!   `redis`: the Redis Cluster model; `evidence`: what the phases show once run; `figures`: the
+//!   JSON figures and the verdict.
 
+mod evidence;
 mod figures;
 mod kafka;
 mod metrics;

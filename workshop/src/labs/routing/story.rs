@@ -8,18 +8,19 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::evidence::{counted, java_exception, node_evidence, summary, tallies};
 use super::figures::{self, AfterMove, Figures, Measured};
 use super::kafka::{self, Sent, CLIENT_ID};
-use super::metrics::{self, NodeProduce};
+use super::metrics;
 use super::plan::{self, RoutingArgs, MOVED_PARTITION, PARTITIONS};
-use super::redis::{self, RedisRun, Tally, NODES};
+use super::redis::{self, RedisRun, NODES};
 use super::Routing;
 use crate::kit::schemes::redis_slot;
 use crate::lab::deadline::Work;
+use crate::lab::report::Table;
 use crate::lab::report::{
     percent, Align, LabReport, Level, LogLine, Narrator, Phase, SkippedPhase,
 };
-use crate::lab::report::{Summary, Table};
 use crate::lab::target::{self, Cluster};
 use crate::lab::{Lab, LabContext, LabError};
 
@@ -290,72 +291,6 @@ fn never_phase(about: &str) -> Phase<'_> {
     }
 }
 
-/// The cluster's own Produce counters per node over the never-refreshing client's sends.
-fn node_evidence(
-    n: &mut Narrator,
-    nodes: Option<&std::collections::BTreeMap<i32, NodeProduce>>,
-    old_leader: i32,
-) {
-    let Some(nodes) = nodes else {
-        n.say(
-            "This cluster's metrics are not readable here (give --metrics HOST:PORT for a broker \
-             started with --metrics). On Kafka the same counter is the JMX metric \
-             kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=Produce,\
-             error=NOT_LEADER_OR_FOLLOWER, over RequestsPerSec.",
-        );
-        return;
-    };
-    let mut table = Table::new(&[
-        ("node", Align::Right),
-        ("Produce requests", Align::Right),
-        ("NOT_LEADER_OR_FOLLOWER", Align::Right),
-        ("redirect ratio", Align::Right),
-    ]);
-    for (node, c) in nodes {
-        let ratio = c.not_leader as f64 / c.requests.max(1) as f64;
-        table.row([
-            node.to_string(),
-            c.requests.to_string(),
-            c.not_leader.to_string(),
-            percent(ratio),
-        ]);
-    }
-    n.say(
-        "The cluster's own counters (kafka_network_requests_total and \
-           kafka_network_request_redirects_total, read from its metrics) over those sends:",
-    );
-    n.table(&table);
-    if let Some(old) = nodes.get(&old_leader) {
-        n.say(&format!(
-            "Node {old_leader}, the old leader, refused {} of its {} Produce requests. No error \
-             rate of the application shows this; the redirect ratio per node does, and it is the \
-             metric source 003 says to set up in advance.",
-            old.not_leader, old.requests
-        ));
-    }
-}
-
-/// `1 node`, `3 nodes`.
-fn counted(n: u64, noun: &str) -> String {
-    match n {
-        1 => format!("1 {noun}"),
-        _ => format!("{n} {noun}s"),
-    }
-}
-
-/// `NOT_LEADER_OR_FOLLOWER` as Java's client names it: `NotLeaderOrFollowerException`.
-fn java_exception(name: &str) -> String {
-    let mut out = String::new();
-    for word in name.split('_') {
-        let mut chars = word.chars();
-        if let Some(first) = chars.next() {
-            out.push(first);
-            out.extend(chars.map(|c| c.to_ascii_lowercase()));
-        }
-    }
-    out + "Exception"
-}
-
 fn redis_phases(n: &mut Narrator, rng: &mut ChaCha8Rng) -> RedisRun {
     n.phase(Phase {
         title: "Redis Cluster: slots and hash tags (a model, no Redis)",
@@ -463,79 +398,4 @@ fn redis_phases(n: &mut Narrator, rng: &mut ChaCha8Rng) -> RedisRun {
         percent(run.after[1].redirect_ratio())
     ));
     run
-}
-
-fn tallies(n: &mut Narrator, rows: [(&str, &Tally); 2]) {
-    let mut table = Table::new(&[
-        ("client", Align::Left),
-        ("requests", Align::Right),
-        ("hops", Align::Right),
-        ("redirects", Align::Right),
-        ("map changes", Align::Right),
-        ("gave up", Align::Right),
-    ]);
-    for (name, t) in rows {
-        table.row([
-            name.to_string(),
-            t.requests.to_string(),
-            t.hops.to_string(),
-            t.redirects.to_string(),
-            t.map_changes.to_string(),
-            t.failed.to_string(),
-        ]);
-    }
-    n.table(&table);
-}
-
-fn summary(f: &Figures, after: Option<&AfterMove>) -> Summary {
-    let mut happened = vec![format!(
-        "With a fresh map the producer met {} NOT_LEADER_OR_FOLLOWER on {}.",
-        f.fresh_map_not_leader_errors,
-        counted(f.nodes as u64, "node")
-    )];
-    if let Some(a) = after {
-        happened.push(format!(
-            "After {}-{MOVED_PARTITION}'s leader moved from node {} to node {}, the producer met \
-             {} NOT_LEADER_OR_FOLLOWER, made {} and lost {} of {} records; a \
-             client that never re-read its map had {} of {} records refused ({}).",
-            a.topic,
-            a.from,
-            a.to,
-            a.stale.invalid_metadata.len(),
-            counted(a.stale.metadata_requests, "metadata request"),
-            a.sent - a.stored.1,
-            a.sent,
-            a.never.not_leader,
-            a.never.requests,
-            percent(figures::never_ratio(&a.never))
-        ));
-    }
-    happened.push(format!(
-        "In the Redis model, ASK treated as MOVED changed a map {} times during one slot's \
-         migration; MOVED ignored cost {}x the hops.",
-        f.ask_treated_as_moved_flaps, f.moved_ignored_latency_multiple
-    ));
-    Summary {
-        happened,
-        why: vec![
-            "Every client caches the map of who owns what; the map changes without telling \
-             anyone, so a stale map is a mode of operation, not a bug (source 003, section 6)."
-                .to_string(),
-            "The protocols correct it per request: Kafka answers NOT_LEADER_OR_FOLLOWER and the \
-             producer re-reads metadata; Redis answers MOVED (update the map) or ASK (go there \
-             once, keep the map)."
-                .to_string(),
-        ],
-        what_to_do: vec![
-            "Use clients that re-read metadata on these errors; do not write your own routing \
-             without it."
-                .to_string(),
-            "Graph redirect answers over requests per node (Kafka: ErrorsPerSec with \
-             NOT_LEADER_OR_FOLLOWER over RequestsPerSec) before you need it."
-                .to_string(),
-            "In Redis Cluster, keep keys used together under one hash tag, and treat ASK and \
-             MOVED differently."
-                .to_string(),
-        ],
-    }
 }
