@@ -7,8 +7,11 @@
 
 mod support;
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
 use serde_json::{json, Value};
-use support::{narrated, narrated_against, run_json, unwrapped, BrokerProcess};
+use support::{narrated, narrated_against, run_json, unwrapped, workspace_binary, BrokerProcess};
 
 #[test]
 fn the_default_seed_gives_these_figures_on_three_nodes() {
@@ -53,6 +56,77 @@ fn the_default_seed_gives_these_figures_on_three_nodes() {
         .map(|node| node["not_leader"].as_u64().unwrap())
         .sum();
     assert_eq!(refused, f["records_failed_never_refreshing_client"]);
+}
+
+/// `broker --nodes 3 --metrics 127.0.0.1:0`, as a user would start it: its first node's address
+/// and its metrics address; killed by its PID when dropped.
+struct ThreeNodes {
+    child: Child,
+    addr: String,
+    metrics: String,
+}
+
+impl ThreeNodes {
+    fn start() -> Self {
+        let mut child = Command::new(workspace_binary("broker"))
+            .args([
+                "--nodes",
+                "3",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics",
+                "127.0.0.1:0",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the broker binary starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        // Three `broker listening on ADDR` lines, then `metrics listening on ADDR`.
+        let mut last_word = || {
+            let line = lines.next().expect("a line").expect("readable");
+            line.split_whitespace()
+                .last()
+                .expect("an address")
+                .to_string()
+        };
+        let addr = last_word();
+        let (_, _, metrics) = (last_word(), last_word(), last_word());
+        ThreeNodes {
+            child,
+            addr,
+            metrics,
+        }
+    }
+}
+
+impl Drop for ThreeNodes {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn with_bootstrap_on_three_nodes_the_figures_are_the_embedded_ones() {
+    let cluster = ThreeNodes::start();
+    let (report, text) = narrated_against(
+        "routing",
+        &cluster.addr,
+        &["--json", "--metrics", &cluster.metrics],
+    );
+    assert!(report.shown, "{text}");
+    let embedded = run_json("routing", &[]);
+    assert_eq!(report.figures, embedded.figures, "{text}");
+    let refused: u64 = report.measured["never_refreshing_node_metrics"]
+        .as_object()
+        .expect("read from --metrics")
+        .values()
+        .map(|node| node["not_leader"].as_u64().unwrap())
+        .sum();
+    assert_eq!(refused, 14);
 }
 
 #[test]
