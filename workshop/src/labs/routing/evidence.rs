@@ -113,7 +113,7 @@ pub fn summary(f: &Figures, after: Option<&AfterMove>) -> Summary {
             a.to,
             a.stale.invalid_metadata.len(),
             counted(a.stale.metadata_requests, "metadata request"),
-            a.sent - a.stored.1,
+            a.sent.saturating_sub(a.stored.1),
             a.sent,
             a.never.not_leader,
             a.never.requests,

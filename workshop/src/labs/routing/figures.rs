@@ -53,7 +53,7 @@ impl Figures {
             leader_moves: u64::from(after.is_some()),
             stale_map_not_leader_errors: after.map(|a| a.stale.invalid_metadata.len() as u64),
             metadata_refreshes: after.map(|a| a.stale.metadata_requests),
-            records_lost_refreshing_client: after.map(|a| a.sent - a.stored.1),
+            records_lost_refreshing_client: after.map(|a| a.sent.saturating_sub(a.stored.1)),
             records_failed_never_refreshing_client: after.map(|a| a.never.not_leader),
             redirect_ratio_never_refreshing_client: after.map(|a| never_ratio(&a.never)),
             redis_slot_user_42_cart: redis_slot(b"user:42:cart"),

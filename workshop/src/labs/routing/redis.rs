@@ -125,23 +125,22 @@ fn request(m: &Migration, client: Client, map: &mut usize, key: &str, t: &mut Ta
     let (mut node, mut asking) = (*map, false);
     for _ in 0..MAX_HOPS {
         t.hops += 1;
-        let answer = m.answer(node, key, asking);
-        let next = match answer {
+        // Where to go next, whether the map learns it, whether the next request says ASKING.
+        let (next, learns, ask) = match m.answer(node, key, asking) {
             Answer::Served => return,
-            Answer::Moved(n) | Answer::Ask(n) => n,
+            Answer::Moved(n) => (n, client != Client::IgnoresMoved, false),
+            Answer::Ask(n) => (
+                n,
+                client == Client::AskAsMoved,
+                client != Client::AskAsMoved,
+            ),
         };
         t.redirects += 1;
-        let learns = match (client, answer) {
-            (Client::Correct, Answer::Moved(_)) | (Client::AskAsMoved, _) => true,
-            (Client::Correct, Answer::Ask(_)) | (Client::IgnoresMoved, _) => false,
-            (_, Answer::Served) => unreachable!("served returned above"),
-        };
         if learns && *map != next {
             *map = next;
             t.map_changes += 1;
         }
-        asking = client != Client::AskAsMoved && matches!(answer, Answer::Ask(_));
-        node = next;
+        (node, asking) = (next, ask);
     }
     t.failed += 1;
 }

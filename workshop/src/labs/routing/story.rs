@@ -44,8 +44,7 @@ pub(super) fn run(args: &RoutingArgs, ctx: &mut LabContext) -> Result<LabReport,
     ))?;
     let outcome = runtime.block_on(cluster.until_stopped(kafka_phases(&cluster, args, ctx)));
     runtime.block_on(cluster.close());
-    let (nodes, fresh, after, rng) = outcome?;
-    let mut rng = rng;
+    let (nodes, fresh, after, mut rng) = outcome?;
     let n = &mut ctx.narrator;
     let redis = redis_phases(n, &mut rng);
     let figures = Figures::new(nodes, &fresh, after.as_ref(), &redis);
@@ -203,7 +202,7 @@ async fn kafka_phases(
         counted(stale.metadata_requests, "request"),
         stored.1,
         stored.0 - stored.1,
-        sent - stored.1
+        sent.saturating_sub(stored.1)
     ));
 
     let about = never_about(records);
