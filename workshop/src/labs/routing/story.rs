@@ -150,14 +150,14 @@ async fn kafka_phases(
         .filter(|&to| to != from)
     else {
         let reason = one_node();
-        let about = move_about(&topic, from, from);
+        let about = move_about(&topic, from, None);
         n.skip(move_phase(&about), &reason);
         let about = never_about(records);
         n.skip(never_phase(&about), &reason);
         producer.close().await;
         return Ok((node_ids.len(), fresh, None, rng));
     };
-    let about = move_about(&topic, from, to);
+    let about = move_about(&topic, from, Some(to));
     n.phase(move_phase(&about));
     let deadline = n.deadline(Work {
         round_trips: records as u64 + 10,
@@ -257,9 +257,11 @@ async fn kafka_phases(
     Ok((node_ids.len(), fresh, Some(after), rng))
 }
 
-fn move_about(topic: &str, from: i32, to: i32) -> String {
+/// The move from node `from`, to node `to` when the cluster has another node.
+fn move_about(topic: &str, from: i32, to: Option<i32>) -> String {
+    let to = to.map_or("another node".to_string(), |to| format!("node {to}"));
     format!(
-        "An operator moves the leader of {topic}-{MOVED_PARTITION} from node {from} to node {to} \
+        "An operator moves the leader of {topic}-{MOVED_PARTITION} from node {from} to {to} \
          with AlterPartitionReassignments (kafka-reassign-partitions.sh). Nobody tells the \
          producer: its map still says node {from}. It now sends the same number of records, \
          one request at a time."
