@@ -59,6 +59,8 @@ pub async fn leaders(client: &Client, topic: &str) -> Result<Vec<i32>, LabError>
 #[derive(Debug, Clone, Default)]
 pub struct Sent {
     pub records: u64,
+    /// Records per partition.
+    pub by_partition: BTreeMap<i32, u64>,
     /// Records per leader node, by the producer's map when it sent them.
     pub by_node: BTreeMap<i32, u64>,
     /// The answers that said its map was stale, with their partitions.
@@ -101,12 +103,13 @@ pub async fn send(
     }
     let leaders = leaders(client, topic).await?;
     let mut by_node = BTreeMap::new();
-    for (partition, count) in by_partition {
+    for (&partition, &count) in &by_partition {
         let node = leaders.get(partition as usize).copied().unwrap_or(-1);
         *by_node.entry(node).or_default() += count;
     }
     Ok(Sent {
         records: keys.len() as u64,
+        by_partition,
         by_node,
         invalid_metadata: producer.invalid_metadata_errors()[errors_before..].to_vec(),
         metadata_requests: client.metadata_requests() - requests_before,

@@ -194,12 +194,21 @@ async fn kafka_phases(
     });
     n.log(warnings.collect());
     let sent = fresh.records + stale.records;
+    let first = match stale.by_partition.get(&MOVED_PARTITION) {
+        Some(_) => format!(
+            "Its next record for {topic}-{MOVED_PARTITION} went to node {from}, by its \
+             map, and was answered NOT_LEADER_OR_FOLLOWER ({} in all). It re-read metadata \
+             ({}), found node {to} and retried there.",
+            counted(stale.invalid_metadata.len() as u64, "such answer"),
+            counted(stale.metadata_requests, "request"),
+        ),
+        None => format!(
+            "None of its keys fell in {topic}-{MOVED_PARTITION} this time (more --records \
+             would), so its stale map was never used there."
+        ),
+    };
     n.say(&format!(
-        "Its next record for {topic}-{MOVED_PARTITION} went to node {from}, by its map: {} \
-         NOT_LEADER_OR_FOLLOWER. It re-read metadata ({}), found node {to} and retried there. Of its {sent} records, {} are stored, {} of them more than once: \
-         {} lost.",
-        counted(stale.invalid_metadata.len() as u64, "answer"),
-        counted(stale.metadata_requests, "request"),
+        "{first} Of its {sent} records, {} are stored, {} of them more than once: {} lost.",
         stored.1,
         stored.0 - stored.1,
         sent.saturating_sub(stored.1)
