@@ -11,7 +11,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{json, Value};
-use support::{narrated, narrated_against, run_json, unwrapped, workspace_binary, BrokerProcess};
+use support::{
+    narrated, narrated_against, run_json, run_lab, unwrapped, workspace_binary, BrokerProcess,
+};
 
 #[test]
 fn the_default_seed_gives_these_figures_on_three_nodes() {
@@ -152,4 +154,14 @@ fn with_bootstrap_on_a_single_broker_it_skips_the_move_and_cleans_up() {
     assert_eq!(report.figures["leader_moves"], 0, "{text}");
     assert_eq!(report.figures["redis_hash_tag_slot_user_42"], 8000);
     assert!(unwrapped(&text).contains("no leader can move"), "{text}");
+}
+
+#[test]
+fn metrics_without_bootstrap_is_refused_in_one_line() {
+    let err = run_lab("routing", &["--metrics", "127.0.0.1:9"]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--metrics 127.0.0.1:9 reads the metrics of a cluster given with --bootstrap; the \
+         embedded cluster's are read without it"
+    );
 }

@@ -22,7 +22,7 @@ use crate::lab::report::{
     percent, Align, LabReport, Level, LogLine, Narrator, Phase, SkippedPhase,
 };
 use crate::lab::target::{self, Cluster};
-use crate::lab::{Lab, LabContext, LabError};
+use crate::lab::{Lab, LabContext, LabError, Target};
 
 const EXPECTED: &str = "a client's map of leaders goes stale when a leader moves: a producer that \
     re-reads metadata on NOT_LEADER_OR_FOLLOWER delivers everything, a client that never re-reads \
@@ -34,6 +34,12 @@ const NEVER_TITLE: &str = "A client that never re-reads its map";
 
 pub(super) fn run(args: &RoutingArgs, ctx: &mut LabContext) -> Result<LabReport, LabError> {
     let started = Instant::now();
+    if let (Some(addr), Target::Embedded) = (&args.metrics, &ctx.target) {
+        return Err(LabError::InvalidInput(format!(
+            "--metrics {addr} reads the metrics of a cluster given with --bootstrap; the embedded \
+             cluster's are read without it"
+        )));
+    }
     let runtime = target::runtime()?;
     let nodes = args.nodes as usize;
     let cluster = runtime.block_on(Cluster::open_nodes(
