@@ -120,14 +120,20 @@ async fn kafka_phases(
         records: records as u64,
         ..Work::default()
     });
-    cluster.create_topic("orders", PARTITIONS).await?;
-    let client = kafka::own_client(cluster).await?;
+    let setup = async {
+        cluster.create_topic("orders", PARTITIONS).await?;
+        Ok((
+            kafka::own_client(cluster).await?,
+            kafka::own_client(cluster).await?,
+        ))
+    };
+    let (client, never_client) = deadline.wait("creating the topic", setup).await?;
     let producer = kafka::producer(&client)?;
-    // The never-refreshing client learns the same map now, and never again.
-    let never_client = kafka::own_client(cluster).await?;
     let step = kafka::send(&producer, &client, &topic, &before, "before", false);
     let fresh = deadline.wait("sending with a fresh map", step).await?;
-    let old_map = kafka::leaders(&never_client, &topic).await?;
+    // The never-refreshing client learns the same map now, and never again.
+    let step = kafka::leaders(&never_client, &topic);
+    let old_map = deadline.wait("reading the map", step).await?;
     n.answer();
     let mut table = Table::new(&[
         ("node", Align::Right),
@@ -160,7 +166,9 @@ async fn kafka_phases(
         n.skip(move_phase(&about), &reason);
         let about = never_about(records);
         n.skip(never_phase(&about), &reason);
-        producer.close().await;
+        deadline
+            .wait("closing the producer", close(producer))
+            .await?;
         return Ok((node_ids.len(), fresh, None, rng));
     };
     let about = move_about(&topic, from, Some(to));
@@ -178,7 +186,9 @@ async fn kafka_phases(
         .await?;
     let step = kafka::send(&producer, &client, &topic, &after_keys, "after", true);
     let stale = deadline.wait("sending with a stale map", step).await?;
-    producer.close().await;
+    deadline
+        .wait("closing the producer", close(producer))
+        .await?;
     let stored = deadline
         .wait(
             "reading the topic back",
@@ -270,6 +280,12 @@ async fn kafka_phases(
         node_metrics,
     };
     Ok((node_ids.len(), fresh, Some(after), rng))
+}
+
+/// Closes `producer` once what it holds is delivered, as a step a deadline can bound.
+async fn close(producer: client::Producer) -> Result<(), LabError> {
+    producer.close().await;
+    Ok(())
 }
 
 /// The move from node `from`, to node `to` when the cluster has another node.
