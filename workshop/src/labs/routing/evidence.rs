@@ -5,10 +5,46 @@
 use std::collections::BTreeMap;
 
 use super::figures::{self, AfterMove, Figures};
+use super::kafka::{Sent, CLIENT_ID};
 use super::metrics::NodeProduce;
 use super::plan::MOVED_PARTITION;
 use super::redis::Tally;
-use crate::lab::report::{percent, Align, Narrator, Summary, Table};
+use crate::lab::report::{percent, Align, Level, LogLine, Narrator, Summary, Table};
+use client::ServerError;
+
+/// Each node, the partitions it leads and the records the producer sent it, by its map.
+pub fn leaders_table(n: &mut Narrator, node_ids: &[i32], map: &[i32], sent: &Sent) {
+    let mut table = Table::new(&[
+        ("node", Align::Right),
+        ("leads", Align::Right),
+        ("records", Align::Right),
+    ]);
+    for id in node_ids {
+        let leads = map.iter().filter(|&l| l == id).count();
+        let records = sent.by_node.get(id).copied().unwrap_or(0);
+        table.row([id.to_string(), leads.to_string(), records.to_string()]);
+    }
+    n.table(&table);
+}
+
+/// Java's producer's line for each answer that said its map was stale, as source 003 quotes it.
+pub fn warnings(answers: &[ServerError]) -> Vec<LogLine> {
+    answers
+        .iter()
+        .map(|e| LogLine {
+            at: None,
+            level: Level::Warn,
+            source: None,
+            text: format!(
+                "o.a.k.c.NetworkClient - [Producer clientId={CLIENT_ID}] Received invalid \
+                 metadata error in produce request on partition {}-{} due to {}",
+                e.topic.as_deref().unwrap_or("?"),
+                e.partition.unwrap_or(-1),
+                java_exception(&e.name())
+            ),
+        })
+        .collect()
+}
 
 /// The cluster's own Produce counters per node over the never-refreshing client's sends.
 pub fn node_evidence(
@@ -64,7 +100,7 @@ pub fn counted(n: u64, noun: &str) -> String {
 }
 
 /// `NOT_LEADER_OR_FOLLOWER` as Java's client names it: `NotLeaderOrFollowerException`.
-pub fn java_exception(name: &str) -> String {
+fn java_exception(name: &str) -> String {
     let mut out = String::new();
     for word in name.split('_') {
         let mut chars = word.chars();

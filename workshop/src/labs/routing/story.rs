@@ -8,7 +8,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::evidence::{counted, java_exception, node_evidence, summary, tallies};
+use super::evidence::{counted, leaders_table, node_evidence, summary, tallies, warnings};
 use super::figures::{self, AfterMove, Figures, Measured};
 use super::kafka::{self, Sent, CLIENT_ID};
 use super::metrics;
@@ -18,9 +18,7 @@ use super::Routing;
 use crate::kit::schemes::redis_slot;
 use crate::lab::deadline::Work;
 use crate::lab::report::Table;
-use crate::lab::report::{
-    percent, Align, LabReport, Level, LogLine, Narrator, Phase, SkippedPhase,
-};
+use crate::lab::report::{percent, Align, LabReport, Narrator, Phase, SkippedPhase};
 use crate::lab::target::{self, Cluster};
 use crate::lab::{Lab, LabContext, LabError, Target};
 
@@ -135,17 +133,7 @@ async fn kafka_phases(
     let step = kafka::leaders(&never_client, &topic);
     let old_map = deadline.wait("reading the map", step).await?;
     n.answer();
-    let mut table = Table::new(&[
-        ("node", Align::Right),
-        ("leads", Align::Right),
-        ("records", Align::Right),
-    ]);
-    for id in &node_ids {
-        let leads = old_map.iter().filter(|&&l| l == *id).count();
-        let sent = fresh.by_node.get(id).copied().unwrap_or(0);
-        table.row([id.to_string(), leads.to_string(), sent.to_string()]);
-    }
-    n.table(&table);
+    leaders_table(n, &node_ids, &old_map, &fresh);
     n.say(&format!(
         "{} NOT_LEADER_OR_FOLLOWER answers, {} to learn the map: every request went \
          straight to a leader.",
@@ -196,19 +184,7 @@ async fn kafka_phases(
         )
         .await?;
     n.answer();
-    let warnings = stale.invalid_metadata.iter().map(|e| LogLine {
-        at: None,
-        level: Level::Warn,
-        source: None,
-        text: format!(
-            "o.a.k.c.NetworkClient - [Producer clientId={CLIENT_ID}] Received invalid metadata \
-             error in produce request on partition {}-{} due to {}",
-            e.topic.as_deref().unwrap_or(&topic),
-            e.partition.unwrap_or(-1),
-            java_exception(&e.name())
-        ),
-    });
-    n.log(warnings.collect());
+    n.log(warnings(&stale.invalid_metadata));
     let sent = fresh.records + stale.records;
     let first = match stale.by_partition.get(&MOVED_PARTITION) {
         Some(_) => format!(
