@@ -309,8 +309,12 @@ pub fn summary(f: &Figures, skips: &Skips) -> Summary {
         happened: vec![
             match &f.idempotence {
                 Some(i) => format!(
-                    "{} lost acknowledgements gave {} duplicate payments without idempotence and {} with it.",
-                    f.acks_lost, f.duplicates_without_idempotence, i.duplicates_with_idempotence
+                    "{} lost acknowledgements gave {} duplicate payments without idempotence{} and {} with it.",
+                    f.acks_lost,
+                    f.duplicates_without_idempotence,
+                    f.duplicates_with_defaults
+                        .map_or(String::new(), |d| format!(", {d} on Kafka's defaults")),
+                    i.duplicates_with_idempotence
                 ),
                 None => format!(
                     "{} lost acknowledgements gave {} duplicate payments without idempotence; the idempotent producer did not run: {}.",
