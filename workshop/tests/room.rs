@@ -423,10 +423,7 @@ fn migrate_agrees(prose: &str, f: &Value) {
                 u(&f["replayed_twice"]),
                 u(&f["replay_twice_changes"])
             ),
-            format!(
-                "B refused {} write",
-                u(&f["refused_stale_writes_fenced"])
-            ),
+            format!("B refused {} write", u(&f["refused_stale_writes_fenced"])),
             format!(
                 "blocked {} ms, {} held meanwhile",
                 u(&f["write_block_ms"]),
