@@ -3,10 +3,13 @@
 
 use std::collections::BTreeSet;
 
+use client::GroupConfig;
+
 use super::figures::Figures;
 use super::journal::{hms, Event};
 use super::plan::Plan;
 use super::scenario::Outcome;
+use crate::kit::counted::counted;
 use crate::lab::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
 
 pub(super) fn secs(ms: u64) -> String {
@@ -37,28 +40,54 @@ fn euros(cents: i64) -> String {
     format!("{sign}€{}.{:02}", thousands(c / 100), c % 100)
 }
 
+/// A setting as the lab runs it, with Kafka's default beside it when it differs: `30 s
+/// (Kafka's default: 300 s)`. Our client's defaults are Kafka's (its tests say so).
+fn setting(value: u64, kafka: u64, show: fn(u64) -> String) -> String {
+    match value == kafka {
+        true => format!("{} (Kafka's default)", show(value)),
+        false => format!("{} (Kafka's default: {})", show(value), show(kafka)),
+    }
+}
+
+fn ms_of(d: std::time::Duration) -> u64 {
+    d.as_millis() as u64
+}
+
 pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
     let t = &plan.timing;
     let clock = if paused {
         "The broker is embedded and shares tokio's paused clock with the members: every timeout \
          elapses in virtual time, exactly, and the whole run takes a moment of real time."
     } else {
-        "Against a cluster time is real, so the timeouts are the shortest a broker accepts."
+        "Against a cluster time is real, so the timeouts are the shortest a broker accepts, and \
+         the stall is stretched to outlast the cluster's own rebalances, measured first."
     };
+    let kafka = GroupConfig::new(&f.group);
     let about = format!(
         "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four \
          members, each a real consumer of our client: poll up to {} records, apply each payment to \
          the ledger ({} each), commit the batch's offsets, poll again (at-least-once). \
-         session.timeout.ms {}, heartbeat.interval.ms {}, max.poll.interval.ms {}.\n{clock}",
+         max.poll.records {}, session.timeout.ms {}, heartbeat.interval.ms {}, \
+         max.poll.interval.ms {}: with Kafka's default, this lab's stall would pass unnoticed; \
+         services that must notice a stuck consumer lower it.\n{clock}",
         f.topic,
         f.partitions,
-        f.payments,
+        thousands(f.payments as u64),
         f.group,
         f.max_poll_records,
         secs(f.processing_ms),
-        secs(f.session_timeout_ms),
-        secs(f.heartbeat_interval_ms),
-        secs(f.max_poll_interval_ms),
+        setting(
+            f.max_poll_records as u64,
+            kafka.max_poll_records as u64,
+            |n| n.to_string()
+        ),
+        setting(f.session_timeout_ms, ms_of(kafka.session_timeout), secs),
+        setting(
+            f.heartbeat_interval_ms,
+            ms_of(kafka.heartbeat_interval),
+            secs
+        ),
+        setting(f.max_poll_interval_ms, ms_of(kafka.max_poll_interval), secs),
     );
     n.phase(Phase {
         title: "The billing service",
@@ -114,11 +143,13 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
 pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     let about = format!(
         "After the batch in which it processes its {} payment, {} stops for {} before committing: a GC \
-         pause, or a payment-gateway call that hangs. max.poll.interval.ms is {}.",
+         pause, or a payment-gateway call that hangs. max.poll.interval.ms is {} here (Kafka's \
+         default, {}, would outlast the stall).",
         ordinal(f.stall_after_payments),
         f.stalled_member,
         secs(f.stall_ms),
-        secs(f.max_poll_interval_ms)
+        secs(f.max_poll_interval_ms),
+        secs(ms_of(GroupConfig::new(&f.group).max_poll_interval)),
     );
     n.phase(Phase {
         title: "A stall longer than max.poll.interval.ms",
@@ -128,6 +159,15 @@ pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     n.answer();
     n.say("As the members logged it (time since the lab started):");
     n.log(incident_lines(base, f.stalled_member));
+    n.say(&format!(
+        "{} resumed and tried to commit. Its consumer had left the group, so it failed the commit \
+         itself without sending it, as Java's consumer does (CommitFailedException: \"not part of \
+         an active group\"). Sent anyway, with {}'s old generation and member id, the \
+         coordinator answers {}.",
+        f.stalled_member,
+        f.stalled_member,
+        f.late_commit_broker_answer.as_deref().unwrap_or("nothing"),
+    ));
     let balanced = f.processed == f.committed + f.duplicates;
     n.say(&format!(
         "{} processed {} payments it never committed. The ledger applied {} payments twice ({} charged \
@@ -136,8 +176,8 @@ pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
         f.processed_uncommitted,
         f.duplicates,
         euros(f.double_charged_cents),
-        f.processed,
-        f.committed,
+        thousands(f.processed),
+        thousands(f.committed),
         f.duplicates,
         if balanced {
             " (processed = committed + duplicates)"
@@ -237,10 +277,11 @@ pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) 
         about: &format!(
             "Every payment the ledger applied twice, by partition and offset: who applied it first, in \
              which generation of the group, and who applied it again. A new owner starts at the \
-             committed offset, as `kafka-consumer-groups.sh --describe --group {}` showed it {} into the \
-             stall.",
+             committed offset, as the lag view below showed it {} into the stall (ours: the \
+             offsets and lag `kafka-consumer-groups.sh --describe --group {}` reports, CONSUMER \
+             being the member's client id, without the tool's GROUP, CONSUMER-ID and HOST).",
+            secs(plan.timing.lag_snapshot.as_millis() as u64),
             f.group,
-            secs(plan.timing.lag_snapshot.as_millis() as u64)
         ),
         predict: "whose generation is the first application in, and whose the second?",
     });
@@ -451,8 +492,9 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
         )
     } else {
         format!(
-            "The static restart still cost {} rebalance(s), {} partitions revoked from the others.",
-            st.rebalances, st.revoked.partitions
+            "The static restart still cost {}, {} revoked from the others.",
+            counted(st.rebalances, "rebalance", "rebalances"),
+            counted(st.revoked.partitions, "partition", "partitions"),
         )
     });
 }
@@ -485,8 +527,9 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
     let (big, small) = (f.duplicates, f.duplicates_small_poll_batch);
     n.say(&if small > 0 && small < big {
         format!(
-            "What is lost to a stall is at most one batch: {small} instead of {big}. Smaller batches \
-             shrink it, at the price of a commit per few records. Fewer duplicates, never none."
+            "Nothing is lost to a stall: what the member processed and did not commit, at most one \
+             batch, is processed again: {small} payments instead of {big}. Smaller batches shrink \
+             it, at the price of a commit per few records. Fewer duplicates, never none."
         )
     } else {
         format!("{small} duplicates with the smaller batches, {big} with the larger.")
@@ -545,8 +588,8 @@ pub fn ttl(n: &mut Narrator, f: &Figures) {
 pub fn summary(f: &Figures) -> Summary {
     let removed = match (&f.late_commit_broker_answer, f.failed_commits) {
         (Some(answer), failed) if failed > 0 => format!(
-            "its heartbeat task left the group, the group rebalanced, and its late commit failed (the \
-             coordinator: {answer})"
+            "its consumer left the group, the group rebalanced, and its late commit failed in the \
+             consumer, unsent, as in Java (sent anyway, the coordinator answers {answer})"
         ),
         _ => "yet its late commit did not fail".to_string(),
     };
@@ -615,7 +658,11 @@ pub fn summary(f: &Figures) -> Summary {
              hand slow calls off and pause the partition meanwhile."
                 .to_string(),
             "Use cooperative-sticky so running members keep consuming, and group.instance.id so \
-             rolling restarts do not rebalance at all."
+             rolling restarts do not rebalance at all. On Kafka 4.0 and later, the consumer \
+             rebalance protocol (KIP-848, group.protocol=consumer) goes further: the coordinator \
+             moves partitions member by member and there is no group-wide stop. That is advice \
+             about Kafka, not shown here: this lab's broker and client speak the classic protocol \
+             (JoinGroup, SyncGroup) only."
                 .to_string(),
             "Make a dedup TTL at least the input topic's retention; treat CommitFailedException as \"this \
              batch will be processed again\"."
