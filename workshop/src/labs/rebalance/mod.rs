@@ -30,6 +30,7 @@ mod capture;
 mod eos;
 mod eos_figures;
 mod eos_story;
+mod evidence;
 mod figures;
 mod journal;
 pub mod ledger;
@@ -45,7 +46,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::kit::rebalance_time;
-use crate::lab::report::{LabReport, Narrator, Progress, SkippedPhase};
+use crate::lab::report::{LabReport, Progress, SkippedPhase};
 use crate::lab::stop::Stop;
 use crate::lab::target::Cluster;
 use crate::lab::{Lab, LabContext, LabError, Target};
@@ -87,7 +88,14 @@ impl Lab for Rebalance {
         let figures =
             figures::build(&plan, &outcomes, eos.as_ref().ok()).map_err(LabError::Internal)?;
         let skipped = eos.as_ref().err().map(String::as_str);
-        tell(n, &plan, &figures, &outcomes, &target, &ctx.target);
+        n.say(&format!("Ran against {target}."));
+        story::tell(
+            n,
+            &plan,
+            &figures,
+            &outcomes,
+            ctx.target == Target::Embedded,
+        );
         eos_story::tell(n, &figures, eos.as_ref().ok(), skipped);
 
         let checks = figures::verdict(&figures, skipped);
@@ -288,28 +296,6 @@ async fn scenarios(
     }
 }
 
-fn tell(
-    n: &mut Narrator,
-    plan: &Plan,
-    figures: &figures::Figures,
-    outcomes: &[Outcome],
-    target: &str,
-    on: &Target,
-) {
-    let Some(base) = outcomes.iter().find(|o| o.spec.kind == Kind::Baseline) else {
-        return;
-    };
-    n.say(&format!("Ran against {target}."));
-    story::setup(n, plan, figures, base, *on == Target::Embedded);
-    story::stall(n, figures, base);
-    story::redeliveries(n, plan, figures, base);
-    story::cooperative(n, figures);
-    story::static_membership(n, figures);
-    story::small_batch(n, figures);
-    story::colocated(n, figures);
-    story::ttl(n, figures);
-}
-
 fn create_timeline(path: &Path) -> Result<(File, &Path), LabError> {
     File::create(path)
         .map(|file| (file, path))
@@ -345,6 +331,7 @@ mod tests {
 
     use super::*;
     use crate::lab::args::DEFAULT_SEED;
+    use crate::lab::report::Narrator;
 
     /// The lab in real-time timing (2 s max.poll.interval, as against a cluster) on a broker
     /// that answers every SyncGroup `delay` late, on the paused clock: the plan as fitted to the

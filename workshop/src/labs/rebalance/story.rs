@@ -1,59 +1,37 @@
-//! The narration of lab `rebalance`: each phase's opening and evidence, and the summary. Every
-//! number shown comes from the figures; every log line is one a member wrote during the run.
+//! The narration of lab `rebalance`, in the order a trainer tells it: each phase's opening,
+//! question and evidence, then the summary. Every number shown comes from the figures; every log
+//! line is one a member wrote during the run. The tables and log excerpts are built in
+//! [`evidence`](super::evidence).
 
 use std::collections::BTreeSet;
 
 use client::GroupConfig;
 
+use super::evidence::{
+    euros, incident_lines, members_table, ms_of, ordinal, processed_per_member, secs, setting,
+};
 use super::figures::Figures;
-use super::journal::{hms, Event};
-use super::plan::Plan;
+use super::plan::{Kind, Plan};
 use super::scenario::Outcome;
 use crate::kit::counted::counted;
-use crate::lab::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
+use crate::lab::report::{thousands, Align, Narrator, Phase, Summary, Table};
 
-pub(super) fn secs(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms} ms")
-    } else if ms.is_multiple_of(1000) {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    }
-}
-
-/// `101st`, `102nd`, `111th`.
-fn ordinal(n: usize) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
+/// The at-least-once runs' phases, from the baseline run's journal and every run's figures.
+pub fn tell(n: &mut Narrator, plan: &Plan, f: &Figures, outcomes: &[Outcome], paused: bool) {
+    let Some(base) = outcomes.iter().find(|o| o.spec.kind == Kind::Baseline) else {
+        return;
     };
-    format!("{n}{suffix}")
+    setup(n, plan, f, base, paused);
+    stall(n, f, base);
+    redeliveries(n, plan, f, base);
+    cooperative(n, f);
+    static_membership(n, f);
+    small_batch(n, f);
+    colocated(n, f);
+    ttl(n, f);
 }
 
-fn euros(cents: i64) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let c = cents.unsigned_abs();
-    format!("{sign}€{}.{:02}", thousands(c / 100), c % 100)
-}
-
-/// A setting as the lab runs it, with Kafka's default beside it when it differs: `30 s
-/// (Kafka's default: 300 s)`. Our client's defaults are Kafka's (its tests say so).
-fn setting(value: u64, kafka: u64, show: fn(u64) -> String) -> String {
-    match value == kafka {
-        true => format!("{} (Kafka's default)", show(value)),
-        false => format!("{} (Kafka's default: {})", show(value), show(kafka)),
-    }
-}
-
-fn ms_of(d: std::time::Duration) -> u64 {
-    d.as_millis() as u64
-}
-
-pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
+fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
     let t = &plan.timing;
     let clock = if paused {
         "The broker is embedded and shares tokio's paused clock with the members: every timeout \
@@ -100,47 +78,10 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
         ),
     });
     n.answer();
-    let mut table = Table::new(&[
-        ("MEMBER", Align::Left),
-        ("GENERATION", Align::Right),
-        ("PARTITIONS", Align::Left),
-        ("PAYMENTS", Align::Right),
-    ]);
-    let entries = base.journal.entries();
-    let start = entries
-        .iter()
-        .position(|e| matches!(e.event, Event::ProcessingStarted { .. }))
-        .unwrap_or(entries.len());
-    for member in &f.members {
-        let joined = entries[..start].iter().rev().find_map(|e| match &e.event {
-            Event::Joined {
-                generation,
-                partitions,
-                ..
-            } if e.member.as_deref() == Some(member) => Some((generation, partitions)),
-            _ => None,
-        });
-        if let Some((generation, partitions)) = joined {
-            let payments: i64 = partitions
-                .iter()
-                .map(|p| base.log_end.get(p).copied().unwrap_or(0))
-                .sum();
-            let names: Vec<String> = partitions
-                .iter()
-                .map(|p| format!("{}-{p}", f.topic))
-                .collect();
-            table.row([
-                member.to_string(),
-                generation.to_string(),
-                names.join(", "),
-                payments.to_string(),
-            ]);
-        }
-    }
-    n.table(&table);
+    n.table(&members_table(f, base));
 }
 
-pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
+fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     let about = format!(
         "After the batch in which it processes its {} payment, {} stops for {} before committing: a GC \
          pause, or a payment-gateway call that hangs. max.poll.interval.ms is {} here (Kafka's \
@@ -187,91 +128,7 @@ pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     ));
 }
 
-/// Source 003's sequence from the run's journal: the stall, the poll timeout, the revocations of
-/// the first rebalance, where the new owners of the stalled member's partitions start, the
-/// failed commit, and the stalled member's return.
-fn incident_lines(o: &Outcome, stalled: &str) -> Vec<report::LogLine> {
-    let entries = o.journal.entries();
-    let Some(start) = entries
-        .iter()
-        .position(|e| matches!(e.event, Event::StallStarted { .. }))
-    else {
-        return vec![note(None, "no stall happened".to_string())];
-    };
-    let owned: BTreeSet<i32> = entries[..start]
-        .iter()
-        .rev()
-        .find_map(|e| match &e.event {
-            Event::Joined { partitions, .. } if e.member.as_deref() == Some(stalled) => {
-                Some(partitions.iter().copied().collect())
-            }
-            _ => None,
-        })
-        .unwrap_or_default();
-    let mut lines = Vec::new();
-    let mut timed_out = false;
-    let mut reassigned = false;
-    let mut offsets_shown = BTreeSet::new();
-    for e in &entries[start..] {
-        let by_stalled = e.member.as_deref() == Some(stalled);
-        let show = match &e.event {
-            Event::StallStarted { duration_ms } => {
-                lines.push(note(
-                    Some(e.at_ms),
-                    format!(
-                        "{stalled} stops for {} before committing (the lab's stall)",
-                        secs(*duration_ms)
-                    ),
-                ));
-                false
-            }
-            Event::StallEnded => {
-                lines.push(note(
-                    Some(e.at_ms),
-                    format!("{stalled} resumes and commits its batch"),
-                ));
-                false
-            }
-            Event::PollTimeout { .. } => {
-                timed_out = true;
-                true
-            }
-            Event::Left { .. } => by_stalled,
-            Event::Revoked { .. } => timed_out && !reassigned && !by_stalled,
-            Event::Assigned { .. } => {
-                reassigned |= timed_out;
-                false
-            }
-            Event::SettingOffset { partition, .. } | Event::NoCommittedOffset { partition } => {
-                timed_out && owned.contains(partition) && offsets_shown.insert(*partition)
-            }
-            Event::CommitFailed { .. } | Event::LateCommitAnswered { .. } => by_stalled,
-            Event::Lost { .. } => by_stalled,
-            _ => false,
-        };
-        if show {
-            if let Some(line) = e.log_line(&o.topic) {
-                lines.push(line.event());
-            }
-        }
-        if by_stalled && matches!(e.event, Event::Lost { .. }) {
-            break;
-        }
-    }
-    lines
-}
-
-/// The lab's own marker in the members' log.
-fn note(at_ms: Option<u64>, text: String) -> report::LogLine {
-    report::LogLine {
-        at: at_ms.map(hms),
-        level: Level::Note,
-        source: None,
-        text,
-    }
-}
-
-pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
+fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.phase(Phase {
         title: "Redelivery accounting, per generation",
         about: &format!(
@@ -357,39 +214,7 @@ pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) 
     });
 }
 
-/// The lag table's last column summed per member, the stalled one first.
-fn processed_per_member(f: &Figures, base: &Outcome) -> String {
-    let mut per_member: Vec<(String, u64)> = Vec::new();
-    for row in &base.lag_during {
-        let (Some(member), Some(n)) = (&row.client_id, row.processed_uncommitted) else {
-            continue;
-        };
-        match per_member.iter_mut().find(|(m, _)| m == member) {
-            Some((_, total)) => *total += n,
-            None => per_member.push((member.clone(), n)),
-        }
-    }
-    per_member.sort_by_key(|(m, _)| (*m != f.stalled_member, m.clone()));
-    let list: Vec<String> = per_member
-        .iter()
-        .map(|(m, n)| {
-            let stalled = if *m == f.stalled_member {
-                " (stalled)"
-            } else {
-                ""
-            };
-            format!("{m}{stalled} {n}")
-        })
-        .collect();
-    format!(
-        "PROCESSED is the members' own count, which the tool cannot see: payments applied to the \
-         ledger at or past the committed offset (offset 0 where nothing is committed), which a new \
-         owner would apply again. Per member: {}.",
-        list.join(", ")
-    )
-}
-
-pub fn cooperative(n: &mut Narrator, f: &Figures) {
+fn cooperative(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Eager vs cooperative-sticky",
         about: "The same stall with assignor cooperative-sticky (KIP-429): members keep what they own \
@@ -448,7 +273,7 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
     n.say(&format!("{fewer} {kept}"));
 }
 
-pub fn static_membership(n: &mut Narrator, f: &Figures) {
+fn static_membership(n: &mut Narrator, f: &Figures) {
     let about = format!(
         "{} restarts (its process is replaced) and is back after {}, within session.timeout.ms ({}). \
          Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member \
@@ -499,7 +324,7 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
     });
 }
 
-pub fn small_batch(n: &mut Narrator, f: &Figures) {
+fn small_batch(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "A smaller max.poll.records",
         about: &format!(
@@ -536,7 +361,7 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
     });
 }
 
-pub fn colocated(n: &mut Narrator, f: &Figures) {
+fn colocated(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in the same transaction, keyed by the partition key",
         about: "Source 003's `processed_commands (account_id, command_id)`: the ledger is sharded by \
@@ -553,7 +378,7 @@ pub fn colocated(n: &mut Narrator, f: &Figures) {
     ));
 }
 
-pub fn ttl(n: &mut Narrator, f: &Figures) {
+fn ttl(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in a separate store with a TTL",
         about: &format!(
@@ -668,26 +493,5 @@ pub fn summary(f: &Figures) -> Summary {
              batch will be processed again\"."
                 .to_string(),
         ],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn amounts_durations_and_ordinals_read_well() {
-        assert_eq!(
-            [1, 2, 3, 4, 11, 12, 13, 101, 102, 111, 123].map(ordinal),
-            [
-                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "101st", "102nd", "111th",
-                "123rd"
-            ]
-        );
-        assert_eq!(euros(123_456), "€1,234.56");
-        assert_eq!(euros(-5), "-€0.05");
-        assert_eq!(secs(40_000), "40 s");
-        assert_eq!(secs(150), "150 ms");
-        assert_eq!(secs(1_260), "1.3 s");
     }
 }
