@@ -1,6 +1,7 @@
 //! The evidence lab `rebalance`'s story shows, built from a run's journal and figures: the
-//! members' table, the excerpt of their log around the stall, the lag view's per-member sum, and
-//! how numbers read (durations, amounts, ordinals, settings beside Kafka's defaults).
+//! members' table, the excerpt of their log around the stall, the lag view's per-member sum, the
+//! comparison tables, and how numbers read (durations, amounts, ordinals, settings beside
+//! Kafka's defaults).
 
 use std::collections::BTreeSet;
 
@@ -206,6 +207,91 @@ pub fn processed_per_member(f: &Figures, base: &Outcome) -> String {
          owner would apply again. Per member: {}.",
         list.join(", ")
     )
+}
+
+/// Each redelivered range: who applied it first and who again, in which generations.
+pub fn redeliveries_table(f: &Figures) -> Table {
+    let mut table = Table::new(&[
+        ("PARTITION", Align::Left),
+        ("OFFSETS", Align::Right),
+        ("RECORDS", Align::Right),
+        ("FIRST APPLIED BY", Align::Left),
+        ("APPLIED AGAIN BY", Align::Left),
+    ]);
+    for r in &f.redeliveries {
+        table.row([
+            format!("{}-{}", f.topic, r.partition),
+            format!("{}..{}", r.first_offset, r.last_offset),
+            r.count.to_string(),
+            format!("{} (generation {})", r.first.member, r.first.generation),
+            format!("{} (generation {})", r.second.member, r.second.generation),
+        ]);
+    }
+    table
+}
+
+/// The eager and the cooperative run side by side.
+pub fn assignors_table(f: &Figures) -> Table {
+    let mut table = Table::new(&[
+        ("ASSIGNOR", Align::Left),
+        ("REVOKED FROM OTHERS", Align::Right),
+        ("LONGEST PAUSE", Align::Right),
+        ("TOTAL PAUSE", Align::Right),
+        ("REBALANCES", Align::Right),
+        ("DUPLICATES", Align::Right),
+    ]);
+    for s in [&f.scenarios["baseline"], &f.scenarios["cooperative"]] {
+        table.row([
+            s.assignor.to_string(),
+            s.revoked.partitions.to_string(),
+            secs(s.revoked.longest_pause_ms),
+            secs(s.revoked.total_pause_ms),
+            s.rebalances.to_string(),
+            s.duplicates.to_string(),
+        ]);
+    }
+    table
+}
+
+/// The dynamic and the static restart side by side.
+pub fn membership_table(f: &Figures) -> Table {
+    let mut table = Table::new(&[
+        ("MEMBERSHIP", Align::Left),
+        ("REBALANCES", Align::Right),
+        ("REVOKED FROM OTHERS", Align::Right),
+        ("DUPLICATES", Align::Right),
+    ]);
+    for (label, key) in [
+        ("dynamic", "dynamic"),
+        ("static (group.instance.id)", "static"),
+    ] {
+        let s = &f.scenarios[key];
+        table.row([
+            label.to_string(),
+            s.rebalances.to_string(),
+            s.revoked.partitions.to_string(),
+            s.duplicates.to_string(),
+        ]);
+    }
+    table
+}
+
+/// The two batch sizes side by side.
+pub fn batches_table(f: &Figures) -> Table {
+    let mut table = Table::new(&[
+        ("MAX.POLL.RECORDS", Align::Right),
+        ("PROCESSED, NOT COMMITTED", Align::Right),
+        ("DUPLICATES", Align::Right),
+    ]);
+    for key in ["baseline", "small-batch"] {
+        let s = &f.scenarios[key];
+        table.row([
+            s.max_poll_records.to_string(),
+            s.processed_uncommitted.to_string(),
+            s.duplicates.to_string(),
+        ]);
+    }
+    table
 }
 
 #[cfg(test)]

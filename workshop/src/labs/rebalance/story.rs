@@ -8,13 +8,14 @@ use std::collections::BTreeSet;
 use client::GroupConfig;
 
 use super::evidence::{
-    euros, incident_lines, members_table, ms_of, ordinal, processed_per_member, secs, setting,
+    assignors_table, batches_table, euros, incident_lines, members_table, membership_table, ms_of,
+    ordinal, processed_per_member, redeliveries_table, secs, setting,
 };
 use super::figures::Figures;
 use super::plan::{Kind, Plan};
 use super::scenario::Outcome;
 use crate::kit::counted::counted;
-use crate::lab::report::{thousands, Align, Narrator, Phase, Summary, Table};
+use crate::lab::report::{thousands, Narrator, Phase, Summary};
 
 /// The at-least-once runs' phases, from the baseline run's journal and every run's figures.
 pub fn tell(n: &mut Narrator, plan: &Plan, f: &Figures, outcomes: &[Outcome], paused: bool) {
@@ -145,23 +146,7 @@ fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.answer();
     n.lag(&base.lag_during);
     n.say(&processed_per_member(f, base));
-    let mut table = Table::new(&[
-        ("PARTITION", Align::Left),
-        ("OFFSETS", Align::Right),
-        ("RECORDS", Align::Right),
-        ("FIRST APPLIED BY", Align::Left),
-        ("APPLIED AGAIN BY", Align::Left),
-    ]);
-    for r in &f.redeliveries {
-        table.row([
-            format!("{}-{}", f.topic, r.partition),
-            format!("{}..{}", r.first_offset, r.last_offset),
-            r.count.to_string(),
-            format!("{} (generation {})", r.first.member, r.first.generation),
-            format!("{} (generation {})", r.second.member, r.second.generation),
-        ]);
-    }
-    n.table(&table);
+    n.table(&redeliveries_table(f));
     let stalled_first = f
         .redeliveries
         .iter()
@@ -226,25 +211,7 @@ fn cooperative(n: &mut Narrator, f: &Figures) {
     n.answer();
     let b = &f.scenarios["baseline"];
     let c = &f.scenarios["cooperative"];
-    let mut table = Table::new(&[
-        ("ASSIGNOR", Align::Left),
-        ("REVOKED FROM OTHERS", Align::Right),
-        ("LONGEST PAUSE", Align::Right),
-        ("TOTAL PAUSE", Align::Right),
-        ("REBALANCES", Align::Right),
-        ("DUPLICATES", Align::Right),
-    ]);
-    for s in [b, c] {
-        table.row([
-            s.assignor.to_string(),
-            s.revoked.partitions.to_string(),
-            secs(s.revoked.longest_pause_ms),
-            secs(s.revoked.total_pause_ms),
-            s.rebalances.to_string(),
-            s.duplicates.to_string(),
-        ]);
-    }
-    n.table(&table);
+    n.table(&assignors_table(f));
     let fewer = if c.revoked.partitions < b.revoked.partitions {
         format!(
             "Eager members gave up everything they owned at each of the {} rebalances and waited for the \
@@ -288,25 +255,7 @@ fn static_membership(n: &mut Narrator, f: &Figures) {
         predict: "how many rebalances does each restart cost the group?",
     });
     n.answer();
-    let mut table = Table::new(&[
-        ("MEMBERSHIP", Align::Left),
-        ("REBALANCES", Align::Right),
-        ("REVOKED FROM OTHERS", Align::Right),
-        ("DUPLICATES", Align::Right),
-    ]);
-    for (label, key) in [
-        ("dynamic", "dynamic"),
-        ("static (group.instance.id)", "static"),
-    ] {
-        let s = &f.scenarios[key];
-        table.row([
-            label.to_string(),
-            s.rebalances.to_string(),
-            s.revoked.partitions.to_string(),
-            s.duplicates.to_string(),
-        ]);
-    }
-    n.table(&table);
+    n.table(&membership_table(f));
     let st = &f.scenarios["static"];
     n.say(&if st.rebalances == 0 {
         format!(
@@ -335,20 +284,7 @@ fn small_batch(n: &mut Narrator, f: &Figures) {
         predict: "how many duplicates now?",
     });
     n.answer();
-    let mut table = Table::new(&[
-        ("MAX.POLL.RECORDS", Align::Right),
-        ("PROCESSED, NOT COMMITTED", Align::Right),
-        ("DUPLICATES", Align::Right),
-    ]);
-    for key in ["baseline", "small-batch"] {
-        let s = &f.scenarios[key];
-        table.row([
-            s.max_poll_records.to_string(),
-            s.processed_uncommitted.to_string(),
-            s.duplicates.to_string(),
-        ]);
-    }
-    n.table(&table);
+    n.table(&batches_table(f));
     let (big, small) = (f.duplicates, f.duplicates_small_poll_batch);
     n.say(&if small > 0 && small < big {
         format!(
