@@ -301,11 +301,12 @@ fn rebalance_agrees(prose: &str, f: &Value) {
         prose,
         &[
             format!("The ledger applied {duplicates} payments twice"),
+            // Counts in the one thousands style every lab prints.
             format!(
                 "processed {}, committed {}, duplicates {duplicates} (processed = committed + \
                  duplicates)",
-                u(&f["processed"]),
-                u(&f["committed"]),
+                workshop::lab::report::thousands(u(&f["processed"])),
+                workshop::lab::report::thousands(u(&f["committed"])),
             ),
             format!("only {} stopped", u(&f["partitions_revoked_cooperative"])),
             format!(
