@@ -4,7 +4,6 @@
 //! - [`schemes`]: ways to route a key to a node (mod-N, a hash ring, rendezvous, jump hash,
 //!   fixed slots), and what each keeps when the nodes change: lab rehash compares them, lab
 //!   migrate routes its store with the ring.
-//! - [`counted`]: a count with its noun (`1 rebalance`, `1,300 payments`).
 //! - [`group`]: a consumer-group member's configuration as every lab runs one.
 //! - [`members`]: a real consumer group driven by a lab: members poll on their own, the lab
 //!   takes what they fetched and tells them what to commit (labs partitions and migrate).
@@ -16,7 +15,6 @@
 //! - [`steps`]: source 000's step model on the broker, a step at a time: lab hot-tenant's
 //!   `--steps` and the playground's exercise.
 
-pub mod counted;
 pub mod group;
 pub mod members;
 pub mod offsets;

@@ -8,8 +8,7 @@ use serde::Serialize;
 use super::accounting;
 use super::eos::{per_payment, EosOutcome, Seen};
 use super::journal::{Entry, Event};
-use crate::kit::counted::counted;
-use crate::lab::report::{thousands, Checks};
+use crate::lab::report::{count, thousands, Checks};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EosFigures {
@@ -172,7 +171,7 @@ pub fn verdict(checks: &mut Checks, eos: Result<&EosFigures, &str>) {
             && aborted_records == f.processed_uncommitted,
         format!(
             "{} after the offsets were refused ({}); {} aborted records in the log",
-            counted(
+            count(
                 f.aborted_transactions,
                 "transaction aborted",
                 "transactions aborted"

@@ -11,8 +11,7 @@ use super::eos_figures::{self, EosFigures};
 use super::journal::Event;
 use super::plan::{Incident, Kind, Plan, MEMBERS, PARTITIONS};
 use super::scenario::Outcome;
-use crate::kit::counted::counted;
-use crate::lab::report::{thousands, Checks};
+use crate::lab::report::{count, thousands, Checks};
 
 /// One run, measured the same way as every other.
 #[derive(Debug, Clone, Serialize)]
@@ -287,7 +286,7 @@ pub fn verdict(f: &Figures, eos_skipped: Option<&str>) -> Checks {
             "{}'s consumer failed its late commit without sending it ({}), as Java's does; sent \
              anyway, the coordinator answered {}",
             f.stalled_member,
-            counted(f.failed_commits, "failed commit", "failed commits"),
+            count(f.failed_commits, "failed commit", "failed commits"),
             f.late_commit_broker_answer.as_deref().unwrap_or("nothing")
         ),
     );
@@ -321,7 +320,7 @@ pub fn verdict(f: &Figures, eos_skipped: Option<&str>) -> Checks {
         f.static_membership_rebalances == 0 && f.dynamic_restart_rebalances > 0,
         format!(
             "a restart within the session timeout: {} as a static member, {} as a dynamic one",
-            counted(f.static_membership_rebalances, "rebalance", "rebalances"),
+            count(f.static_membership_rebalances, "rebalance", "rebalances"),
             f.dynamic_restart_rebalances
         ),
     );

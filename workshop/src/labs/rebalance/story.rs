@@ -14,8 +14,7 @@ use super::evidence::{
 use super::figures::Figures;
 use super::plan::{Kind, Plan};
 use super::scenario::Outcome;
-use crate::kit::counted::counted;
-use crate::lab::report::{thousands, Narrator, Phase, Summary};
+use crate::lab::report::{count, thousands, Narrator, Phase, Summary};
 
 /// The at-least-once runs' phases, from the baseline run's journal and every run's figures.
 pub fn tell(n: &mut Narrator, plan: &Plan, f: &Figures, outcomes: &[Outcome], paused: bool) {
@@ -267,8 +266,8 @@ fn static_membership(n: &mut Narrator, f: &Figures) {
     } else {
         format!(
             "The static restart still cost {}, {} revoked from the others.",
-            counted(st.rebalances, "rebalance", "rebalances"),
-            counted(st.revoked.partitions, "partition", "partitions"),
+            count(st.rebalances, "rebalance", "rebalances"),
+            count(st.revoked.partitions, "partition", "partitions"),
         )
     });
 }
