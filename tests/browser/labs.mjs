@@ -181,15 +181,21 @@ export async function walkLab(browser, serve, binary, artifacts, lab, say) {
     await driver.waitForFunction(() => !document.getElementById("reveal").disabled ||
       !document.getElementById("next").disabled || /^done|^stopped/.test(document.getElementById("status").textContent),
     null, { timeout: 600000 });
+    const seens = [];
+    for (const { page } of pages) {
+      // Both pages have drawn the journal up to here.
+      await page.waitForFunction(() => !document.getElementById("reveal").disabled || !document.getElementById("next").disabled ||
+        /^done|^stopped/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+      await page.waitForTimeout(150);
+      seens.push(await page.evaluate(read));
+    }
+    // Read after the pages: the lab waits, so the journal is theirs, and the broker's figures
+    // are at least as new as theirs (a topic made in this phase may reach the poller late).
     const state = await (await fetch(url + "api/state")).json();
     const m = moment(state);
     const ended = state.journal.some((e) => e.event === "end");
-    for (const { page, size } of pages) {
-      // Both pages have drawn the journal up to here.
-      await page.waitForFunction((n) => !document.getElementById("reveal").disabled || !document.getElementById("next").disabled ||
-        /^done|^stopped/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
-      await page.waitForTimeout(150);
-      const seen = await page.evaluate(read);
+    for (const [i, { page, size }] of pages.entries()) {
+      const seen = seens[i];
       failures.push(...check(lab, size, seen, m, json), ...labFigures(lab, json, m, seen));
       if (m.phase.answered || ended) {
         const name = ended ? `${lab}-verdict-${size.width}x${size.height}.png` : `${lab}-phase${m.phase.number}-${size.width}x${size.height}.png`;
