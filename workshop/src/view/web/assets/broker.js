@@ -185,8 +185,13 @@ class BrokerPanel {
     const state = group && f.live ? ` · ${esc(group.state)}` : "";
     const owned = new Map();
     f.owners.forEach(([id], p) => { if (id) owned.set(id, (owned.get(id) || []).concat([p])); });
-    const chips = ids.map((id) =>
-      `<span class="member"><span class="chip" style="border-color:${colour(id)};color:${colour(id)}">${esc(names.get(id))}</span> ` +
+    // The part every member's name shares (order-service-consumer-1, -2: order-service-) is
+    // said once, so the chips fit beside each other.
+    const all = ids.map((id) => names.get(id));
+    let common = all.length > 1 ? all.reduce((a, b) => { let i = 0; while (i < a.length && a[i] === b[i]) i++; return a.slice(0, i); }) : "";
+    common = common.slice(0, common.lastIndexOf("-") + 1);
+    const chips = (common ? `<span class="dim">${esc(common)}…</span>` : "") + ids.map((id) =>
+      `<span class="member"><span class="chip" style="border-color:${colour(id)};color:${colour(id)}">${esc(names.get(id).slice(common.length))}</span> ` +
       `${owned.has(id) ? "P" + esc(ranges(owned.get(id))) : "<span class='dim'>none</span>"}</span>`).join("");
     const total = ends.reduce((a, b) => a + (b || 0), 0);
     const when = f.live ? (this.view.live ? "live" : "at the end") : esc(f.label || "as the lab measured it");
