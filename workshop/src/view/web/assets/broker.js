@@ -113,9 +113,11 @@ class BrokerPanel {
   fit(container, used) {
     const style = getComputedStyle(container);
     const inner = container.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
-    const now = this.height || 100;
-    const height = Math.max(40, Math.min(400, Math.floor(now + (inner - used()) / 2)));
-    if (Math.abs(height - now) > 2) {
+    // A few passes: a new height may rewrap what is above or below the charts.
+    for (let pass = 0; pass < 3; pass++) {
+      const now = this.height || 100;
+      const height = Math.max(24, Math.min(400, Math.floor(now + (inner - used()) / 2)));
+      if (Math.abs(height - now) <= 2) return;
       this.height = height;
       this.render();
     }
