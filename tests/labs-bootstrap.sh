@@ -11,7 +11,8 @@
 #   fault injection, which a cluster does not offer; the lab skips it there.
 # - rebalance: its durations (`*_ms*`, the `incident` sentences) and what follows from them
 #   (`resumptions_checked`): on a cluster time is real, so the lab runs its scenarios on
-#   Timing::REAL (6 s sessions, 2 s max.poll.interval) instead of Kafka's defaults on the paused
+#   Timing::REAL (6 s sessions, a 2 s max.poll.interval or more: it and the stall are fitted to
+#   the cluster's rebalance, measured first) instead of Kafka's defaults on the paused
 #   clock; the counts that follow from data and max.poll.records are compared. In its
 #   transactional run, `eos.output_held_by_open_transaction` too: how many committed records
 #   wait behind the stalled member's open transaction depends on how far the other members get

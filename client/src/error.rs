@@ -243,6 +243,22 @@ pub fn kafka_error_name(code: i16) -> String {
     out
 }
 
+/// Java's consumer, failing a commit itself without sending it: the member is in no
+/// generation, because it left the group (its poll timeout expired) or was dropped from it
+/// (`ConsumerCoordinator.sendOffsetCommitRequest`, word for word).
+pub const COMMIT_FAILED_NOT_IN_GROUP: &str = "Offset commit cannot be completed since the \
+    consumer is not part of an active group for auto partition assignment; it is likely that the \
+    consumer was kicked out of the group.";
+
+/// Java's consumer, when the coordinator refuses a commit for the member's generation
+/// (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION): `CommitFailedException`'s default message.
+pub const COMMIT_FAILED_REBALANCED: &str = "Commit cannot be completed since the group has \
+    already rebalanced and assigned the partitions to another member. This means that the time \
+    between subsequent calls to poll() was longer than the configured max.poll.interval.ms, which \
+    typically implies that the poll loop is spending too much time message processing. You can \
+    address this either by increasing max.poll.interval.ms or by reducing the maximum size of \
+    batches returned in poll() with max.poll.records.";
+
 /// Any failure of the client library.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
@@ -284,17 +300,13 @@ pub enum Error {
     /// The producer was closed before the record could be sent.
     #[error("the producer is closed")]
     ProducerClosed,
-    /// A group member's commit was refused because the member is no longer part of the group's
-    /// current generation, so its partitions may already belong to another member (Kafka's
-    /// `CommitFailedException`). The member rejoins on its next poll.
-    #[error(
-        "commit cannot be completed since the group has already rebalanced and assigned the \
-         partitions to another member ({reason}); this means that the time between subsequent \
-         calls to poll() was longer than the configured max.poll.interval.ms, which typically \
-         implies that the poll loop is spending too much time processing messages: increase \
-         max.poll.interval.ms or reduce the batches poll() returns with max.poll.records"
-    )]
-    CommitFailed { reason: String },
+    /// A group member's commit that cannot be applied because the member is no longer part of
+    /// the group's current generation, so its partitions may already belong to another member
+    /// (Kafka's `CommitFailedException`, with the Java client's message for the cause: see
+    /// [`COMMIT_FAILED_NOT_IN_GROUP`] and [`COMMIT_FAILED_REBALANCED`]). The member rejoins on
+    /// its next poll.
+    #[error("{message}")]
+    CommitFailed { message: String },
     /// A produce acknowledgement thrown away by the producer's own fault injection
     /// (`ProducerConfig::lose_acks`): the broker answered, the producer acts as if the answer
     /// never came, and retries.

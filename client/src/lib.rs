@@ -59,7 +59,10 @@ pub mod signals;
 pub use admin::{Admin, NewTopic};
 pub use client::{Client, ClientConfig};
 pub use consumer::{Consumer, ConsumerConfig, OffsetReset, SeekTo, TopicPartition};
-pub use error::{Error, ProtocolError, Result, ServerError, TransportError};
+pub use error::{
+    Error, ProtocolError, Result, ServerError, TransportError, COMMIT_FAILED_NOT_IN_GROUP,
+    COMMIT_FAILED_REBALANCED,
+};
 pub use group::{
     CommitFuture, GroupConfig, GroupConsumer, PolledRecords, RebalanceEvent, RebalanceListener,
 };

@@ -7,16 +7,15 @@
 //    must read 4/4/4, then 10/1/1 with 6 queued, then 12 queued, drained 8, 4, 0; hot key 1 moves
 //    the load to P1, hot key 3 back to P0. Then the free mode: a topic grown from 6 to 12
 //    partitions while records flow.
-// 2. `workshop partitions --web 127.0.0.1:0`: Reveal / Next phase to the end; after phase 2's
-//    answer the broker panel shows 24 partitions and the store's log has order 8842's
-//    cancellation as a highlighted (error) line; while each question is open the broker's figures
-//    are held back (blurred) until Reveal; a second tab closed mid-run does not stall the lab;
-//    the verdict is Shown and the binary exits 0.
+//    At 1280x720 and 1024x768: nothing cut at the side, no visible text under 18 px.
+// 2. Every lab with `--web`, phase by phase at both sizes (labs.mjs); `LABS=a,b` walks only those
+//    (`playground` among them for part 1).
 // Screenshots of each go to ARTIFACTS_DIR. Any failed expectation exits 1 with the reason.
 import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { LABS, SIZES, read, walkLab } from "./labs.mjs";
 
 const [binary, artifacts] = process.argv.slice(2);
 if (!binary || !artifacts) {
@@ -81,6 +80,19 @@ async function hotKey(page, key) {
   return press(page, "hot");
 }
 
+// At both sizes: nothing cut at the side, no visible text under 18 px; a screenshot of each.
+async function layout(page, what) {
+  for (const size of SIZES) {
+    await page.setViewportSize(size);
+    await page.waitForTimeout(300);
+    const seen = await page.evaluate(read);
+    expect(!seen.clipped.length, `${what} at ${size.width}x${size.height}: nothing clipped (${seen.clipped.slice(0, 3).join("; ")})`);
+    expect(!seen.small.length, `${what} at ${size.width}x${size.height}: no text under 18 px (${seen.small.slice(0, 3).join("; ")})`);
+    await page.screenshot({ path: join(artifacts, `${what.replace(/ /g, "-")}-${size.width}x${size.height}.png`) });
+  }
+  await page.setViewportSize(VIEWPORT);
+}
+
 async function playground(browser) {
   const served = serve(["playground", "--web", "127.0.0.1:0"], "playground");
   const url = await served.url;
@@ -99,6 +111,7 @@ async function playground(browser) {
   rows = await press(page, "batch");
   expect(rows[0][3] === 12, `a second batch: P0's queue is 12 (${rows[0][3]})`);
   await page.screenshot({ path: join(artifacts, "playground-exercise.png") });
+  await layout(page, "playground exercise");
   const drained = [];
   for (let i = 0; i < 3; i++) drained.push((await press(page, "drain"))[0][3]);
   expect(drained.join(" -> ") === "8 -> 4 -> 0", `drained 12 -> ${drained.join(" -> ")}`);
@@ -127,6 +140,7 @@ async function playground(browser) {
   expect(true, "free mode: the broker panel shows 12 partitions after the increase");
   await page.waitForTimeout(2500);
   await page.screenshot({ path: join(artifacts, "playground-free.png") });
+  await layout(page, "playground free mode");
   await page.click("#f-stop");
 
   await page.close();
@@ -135,66 +149,14 @@ async function playground(browser) {
   expect(code === 0, `the playground stops cleanly on SIGTERM (exit ${code})`);
 }
 
-async function partitions(browser) {
-  const served = serve(["partitions", "--web", "127.0.0.1:0"], "room view");
-  const url = await served.url;
-  say(`partitions lab at ${url}`);
-  const page = await browser.newPage({ viewport: VIEWPORT });
-  await page.goto(url);
-  // A second tab, closed while the lab runs: the lab must not wait for it.
-  let spare = await browser.newPage({ viewport: VIEWPORT });
-  await spare.goto(url);
-  let shotPhase2 = false;
-  for (let turn = 0; turn < 40; turn++) {
-    await page.waitForFunction(() => !document.getElementById("reveal").disabled ||
-      !document.getElementById("next").disabled || document.getElementById("status").textContent.startsWith("done"),
-      null, { timeout: 120000 });
-    const status = await page.textContent("#status");
-    if (status.startsWith("done")) break;
-    const where = await page.textContent("#where");
-    if (spare && where.startsWith("phase 2")) {
-      await spare.close();
-      spare = null;
-    }
-    // While a question is open the broker's figures are blurred; the answer shows them.
-    const asking = !(await page.isDisabled("#reveal"));
-    const held = await page.$eval("#broker-panel", (el) => el.classList.contains("held"));
-    if (held !== asking) throw new Error(`the broker panel is ${held ? "" : "not "}held at "${where}" | ${status}`);
-    if (asking && where.startsWith("phase 1")) {
-      await page.click("#peek");
-      expect(!(await page.$eval("#broker-panel", (el) => el.classList.contains("held"))),
-        "phase 1's question: the broker is held until Reveal, and shown when the trainer asks");
-    }
-    if (where.startsWith("phase 2") && !(await page.isDisabled("#next")) && !shotPhase2) {
-      const count = await page.textContent("#broker #partition-count");
-      expect(count === "24 partitions", `phase 2's answer: the broker panel shows 24 partitions (${count})`);
-      const line = page.locator("#tail #log div.error", { hasText: "order 8842" }).first();
-      expect(await line.isVisible(), "the store's log shows order 8842's cancellation as a highlighted line");
-      const violation = await page.textContent("#tail #violations .violation");
-      expect(violation.includes("order-8842"), `the first violation is order 8842's (${violation})`);
-      await page.screenshot({ path: join(artifacts, "room-partitions.png") });
-      shotPhase2 = true;
-    }
-    await page.click((await page.isDisabled("#reveal")) ? "#next" : "#reveal");
-    await page.waitForFunction((before) => document.getElementById("reveal").disabled &&
-      document.getElementById("next").disabled || document.getElementById("status").textContent !== before, status);
-  }
-  expect(shotPhase2, "phase 2 was shown");
-  await page.waitForSelector("#verdict");
-  const verdict = await page.textContent("#verdict");
-  expect(verdict.startsWith("Shown"), `the verdict: ${verdict.slice(0, 60)}…`);
-  await page.screenshot({ path: join(artifacts, "room-partitions-verdict.png") });
-  await page.close();
-  // The page stays up until Enter in the terminal.
-  served.child.stdin.end("\n");
-  const { code } = await served.exited;
-  expect(code === 0, `the lab exits 0 (exit ${code})`);
-}
-
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: FLAGS, headless: true });
 try {
-  await playground(browser);
-  await partitions(browser);
+  const only = process.env.LABS ? process.env.LABS.split(",") : ["playground", ...LABS];
+  if (only.includes("playground")) await playground(browser);
+  const failures = [];
+  for (const lab of only.filter((l) => l !== "playground")) failures.push(...await walkLab(browser, serve, binary, artifacts, lab, say));
+  for (const f of failures) console.error(`[browser] ${f}`);
+  if (failures.length) throw new Error(`${failures.length} failed checks`);
   say("all passed");
 } catch (e) {
   console.error(`[browser] FAILED: ${e.message}`);

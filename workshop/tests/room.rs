@@ -301,11 +301,12 @@ fn rebalance_agrees(prose: &str, f: &Value) {
         prose,
         &[
             format!("The ledger applied {duplicates} payments twice"),
+            // Counts in the one thousands style every lab prints.
             format!(
                 "processed {}, committed {}, duplicates {duplicates} (processed = committed + \
                  duplicates)",
-                u(&f["processed"]),
-                u(&f["committed"]),
+                workshop::lab::report::thousands(u(&f["processed"])),
+                workshop::lab::report::thousands(u(&f["committed"])),
             ),
             format!("only {} stopped", u(&f["partitions_revoked_cooperative"])),
             format!(
@@ -423,10 +424,7 @@ fn migrate_agrees(prose: &str, f: &Value) {
                 u(&f["replayed_twice"]),
                 u(&f["replay_twice_changes"])
             ),
-            format!(
-                "B refused {} write",
-                u(&f["refused_stale_writes_fenced"])
-            ),
+            format!("B refused {} write", u(&f["refused_stale_writes_fenced"])),
             format!(
                 "blocked {} ms, {} held meanwhile",
                 u(&f["write_block_ms"]),

@@ -6,7 +6,11 @@
 //!   released only for the wait the lab is at (400 for a bad body, 409 for another wait); a page
 //!   that never reads does not hold the lab back;
 //! - the playground: source 000's buttons give source 000's figures, measured on the embedded broker;
-//!   the state snapshot and the stream carry them; bad requests get 400 with a message.
+//!   the state snapshot and the stream carry them; bad requests get 400 with a message;
+//! - what other pages and programs on the laptop can do: requests from another origin, for
+//!   another Host (DNS rebinding) or not declared JSON are refused and change nothing; a
+//!   `--bootstrap` cluster is written to only with the trainer's flag; thousands of idle
+//!   connections and a client that never finishes its head do not stop the page's requests.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -32,17 +36,33 @@ impl Answer {
     }
 }
 
-/// One request on its own connection (`Connection: close`), the whole answer read.
+/// One request on its own connection (`Connection: close`), the whole answer read, sent as the
+/// page sends it: its own Host and Origin, a JSON body.
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Answer {
+    let origin = format!("http://{addr}");
+    let headers = [
+        ("Host", addr.to_string()),
+        ("Origin", origin),
+        ("Content-Type", "application/json".to_string()),
+    ];
+    request(addr, method, path, &headers, body)
+}
+
+/// One request with exactly `headers` (and its Content-Length), the whole answer read.
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> Answer {
     let mut socket = TcpStream::connect(addr).unwrap();
     socket.set_read_timeout(Some(TIMEOUT)).unwrap();
-    write!(
-        socket,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(socket, "{head}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
     let mut raw = String::new();
     socket.read_to_string(&mut raw).unwrap();
     let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
@@ -138,7 +158,12 @@ fn the_room_view_serves_its_page_and_nothing_else() {
     assert_eq!(page.status, 200);
     assert_eq!(page.content_type, "text/html; charset=utf-8");
     assert!(page.body.contains("<title>workshop · room view</title>"));
-    for asset in ["/assets/style.css", "/assets/broker.js", "/assets/page.js"] {
+    for asset in [
+        "/assets/style.css",
+        "/assets/common.js",
+        "/assets/broker.js",
+        "/assets/page.js",
+    ] {
         assert_eq!(http(room.addr(), "GET", asset, "").status, 200, "{asset}");
     }
     let missing = http(room.addr(), "GET", "/secrets/../etc/passwd", "");
@@ -300,6 +325,7 @@ fn the_playground_plays_seed_000_on_the_broker() {
     let running = Running::start(&PlaygroundArgs {
         web: any_port(),
         bootstrap: None,
+        let_page_write_to_cluster: false,
     })
     .unwrap();
     let addr = running.addr();
@@ -419,6 +445,7 @@ fn the_free_mode_runs_a_group_the_page_changes() {
     let running = Running::start(&PlaygroundArgs {
         web: any_port(),
         bootstrap: None,
+        let_page_write_to_cluster: false,
     })
     .unwrap();
     let addr = running.addr();
@@ -499,6 +526,7 @@ fn the_playground_runs_on_a_cluster_and_cleans_up_after_itself() {
     let running = Running::start(&PlaygroundArgs {
         web: any_port(),
         bootstrap: Some(broker.addr().to_string()),
+        let_page_write_to_cluster: true,
     })
     .unwrap();
     let addr = running.addr();
@@ -527,4 +555,257 @@ fn the_playground_runs_on_a_cluster_and_cleans_up_after_itself() {
         .unwrap()
         .contains(&topic));
     cluster.block_on(broker.shutdown());
+}
+
+/// What a hostile page (or program) sends instead of the page's own request, each with the
+/// status it must get: another site's Origin, `null` (a sandboxed frame, a file), another local
+/// port's, one that only starts like ours, a rebound name (its Host and Origin both foreign), and
+/// our own Origin with bodies a form or a simple `fetch` sends without a CORS preflight.
+/// A hostile request: what it is, its headers, and the status it must get.
+type Hostile = (&'static str, Vec<(&'static str, String)>, u16);
+
+fn hostile(addr: SocketAddr) -> Vec<Hostile> {
+    let own = format!("http://{addr}");
+    let json = || ("Content-Type", "application/json".to_string());
+    let host = || ("Host", addr.to_string());
+    let port = addr.port();
+    vec![
+        (
+            "foreign Origin",
+            vec![host(), ("Origin", "http://evil.example".into()), json()],
+            403,
+        ),
+        (
+            "null Origin",
+            vec![host(), ("Origin", "null".into()), json()],
+            403,
+        ),
+        (
+            "another local port's Origin",
+            vec![
+                host(),
+                ("Origin", format!("http://127.0.0.1:{}", port ^ 1)),
+                json(),
+            ],
+            403,
+        ),
+        (
+            "an Origin that only starts like ours",
+            vec![host(), ("Origin", format!("{own}.evil.example")), json()],
+            403,
+        ),
+        ("no Origin", vec![host(), json()], 403),
+        (
+            "DNS rebinding",
+            vec![
+                ("Host", format!("evil.example:{port}")),
+                ("Origin", format!("http://evil.example:{port}")),
+                json(),
+            ],
+            421,
+        ),
+        (
+            "text/plain",
+            vec![
+                host(),
+                ("Origin", own.clone()),
+                ("Content-Type", "text/plain".into()),
+            ],
+            415,
+        ),
+        (
+            "a form",
+            vec![
+                host(),
+                ("Origin", own.clone()),
+                ("Content-Type", "application/x-www-form-urlencoded".into()),
+            ],
+            415,
+        ),
+        (
+            "multipart",
+            vec![
+                host(),
+                ("Origin", own.clone()),
+                ("Content-Type", "multipart/form-data; boundary=x".into()),
+            ],
+            415,
+        ),
+        ("no Content-Type", vec![host(), ("Origin", own)], 415),
+    ]
+}
+
+/// Sends every hostile variant of `POST path` with `body`; each must get its status.
+fn refused(addr: SocketAddr, path: &str, body: &Value) {
+    for (what, headers, status) in hostile(addr) {
+        let answer = request(addr, "POST", path, &headers, &body.to_string());
+        assert_eq!(answer.status, status, "{what} on {path}: {}", answer.body);
+        assert!(
+            answer.json()["error"].is_string(),
+            "{what}: {}",
+            answer.body
+        );
+    }
+}
+
+#[test]
+fn another_page_cannot_release_the_lab() {
+    let gate = Gate::new();
+    let mut n = Narrator::new();
+    n.pace(gate.clone());
+    let room = Room::attach(any_port(), &mut n).unwrap();
+    let addr = room.addr();
+    let mut page = Events::open(addr);
+    let lab = std::thread::spawn(move || {
+        n.intro("demo", "something shown");
+        n.phase(Phase {
+            title: "One",
+            about: "",
+            predict: "what comes next?",
+        });
+        n.answer();
+        n.say("the evidence");
+    });
+    while page.next_of("lab")["event"] != "waiting" {}
+    let release = json!({"release": "answer", "at": 3});
+    refused(addr, "/api/gate", &release);
+    // A rebound name reads nothing either.
+    let rebound = request(
+        addr,
+        "GET",
+        "/api/state",
+        &[("Host", format!("evil.example:{}", addr.port()))],
+        "",
+    );
+    assert_eq!(rebound.status, 421);
+    assert!(!rebound.body.contains("journal"), "{}", rebound.body);
+    // Nothing moved: the lab still waits at entry 3, and the page's own request releases it.
+    let journal = http(addr, "GET", "/api/state", "").json()["journal"].clone();
+    assert_eq!(journal.as_array().unwrap().len(), 4);
+    assert_eq!(journal[3], json!({"event": "waiting", "pause": "answer"}));
+    let ok = post(addr, "/api/gate", &release);
+    assert_eq!((ok.status, ok.json()), (200, json!({"released": 3})));
+    lab.join().unwrap();
+    // A body larger than any the page sends is not read.
+    let huge = format!(
+        "{{\"release\":\"next\",\"at\":\"{}\"}}",
+        "9".repeat(1 << 20)
+    );
+    assert_eq!(http(addr, "POST", "/api/gate", &huge).status, 413);
+    // The page stays up until the gate is released once more (Enter).
+    let finished = std::thread::spawn(move || {
+        room.finish(Err(&LabError::InvalidInput("done".into())));
+    });
+    gate.release();
+    finished.join().unwrap();
+}
+
+/// The topics on the broker at `bootstrap`.
+fn topics_on(runtime: &tokio::runtime::Runtime, bootstrap: SocketAddr) -> Vec<String> {
+    runtime.block_on(async {
+        let client = client::Client::connect(client::ClientConfig::new(&bootstrap.to_string()))
+            .await
+            .unwrap();
+        let mut topics = client::Admin::new(client).list_topics().await.unwrap();
+        topics.sort();
+        topics
+    })
+}
+
+#[test]
+fn no_page_writes_to_a_cluster_without_the_trainers_flag() {
+    let cluster = tokio::runtime::Runtime::new().unwrap();
+    let broker = cluster
+        .block_on(broker::Broker::start(broker::BrokerConfig {
+            listen: any_port(),
+            ..broker::BrokerConfig::default()
+        }))
+        .unwrap();
+    let start = json!({"action": "start", "partitions": 3, "members": 1, "capacity": 100,
+                       "rate": 10, "hot_key": null});
+    let before = topics_on(&cluster, broker.addr());
+
+    // The trainer's flag given: only the page's own requests write.
+    let running = Running::start(&PlaygroundArgs {
+        web: any_port(),
+        bootstrap: Some(broker.addr().to_string()),
+        let_page_write_to_cluster: true,
+    })
+    .unwrap();
+    let addr = running.addr();
+    refused(addr, "/api/exercise", &json!({"action": "batch"}));
+    refused(addr, "/api/free", &start);
+    assert_eq!(topics_on(&cluster, broker.addr()), before);
+    let exercise = http(addr, "GET", "/api/state", "").json()["latest"]["exercise"].clone();
+    assert_eq!(exercise["steps"], 0, "{exercise}");
+    assert_eq!(
+        http(addr, "GET", "/api/state", "").json()["latest"]["free"]["running"],
+        false
+    );
+    running.stop();
+
+    // Without it, even the page's own buttons are refused, and say which flag it takes.
+    let running = Running::start(&PlaygroundArgs {
+        web: any_port(),
+        bootstrap: Some(broker.addr().to_string()),
+        let_page_write_to_cluster: false,
+    })
+    .unwrap();
+    let addr = running.addr();
+    for (path, body) in [
+        ("/api/exercise", json!({"action": "batch"})),
+        ("/api/free", start),
+    ] {
+        let answer = post(addr, path, &body);
+        assert_eq!(answer.status, 403, "{path}: {}", answer.body);
+        assert!(
+            answer.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("--let-page-write-to-cluster"),
+            "{}",
+            answer.body
+        );
+    }
+    assert_eq!(topics_on(&cluster, broker.addr()), before);
+    running.stop();
+    cluster.block_on(broker.shutdown());
+}
+
+#[test]
+fn idle_connections_and_a_slow_head_do_not_stop_the_page() {
+    use workshop::view::web::listen::MAX_CONNECTIONS;
+    let mut n = Narrator::new();
+    let room = Room::attach(any_port(), &mut n).unwrap();
+    let addr = room.addr();
+    // A head that never ends (slowloris), then thousands of connections that send nothing.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: ").unwrap();
+    let idle: Vec<TcpStream> = (0..3_000)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // The page's own request is answered.
+    let page = http(addr, "GET", "/", "");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<title>workshop · room view</title>"));
+    // The server kept at most its cap: the slow head and the oldest idle connections were closed
+    // to make room (the kernel accepts in connection order), whichever came first of that and
+    // the header timeout.
+    let closed = |mut socket: &TcpStream| {
+        socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let mut byte = [0; 1];
+        match socket.read(&mut byte) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    };
+    assert!(closed(&slow), "the slow head is still open");
+    // The newest MAX_CONNECTIONS - 1 idle ones may still be open beside the page's.
+    let evicted = idle.len() - (MAX_CONNECTIONS - 1);
+    for (i, socket) in idle.iter().take(evicted).enumerate() {
+        assert!(closed(socket), "idle connection {i} is still open");
+    }
+    drop(idle);
+    room.finish(Err(&LabError::InvalidInput("done".into())));
 }

@@ -180,18 +180,13 @@ impl GroupConsumer {
                 "subscribe to at least one topic before polling".into(),
             ));
         }
-        {
-            let mut state = self.member.state();
-            if let Some(e) = state.take_fatal() {
-                return Err(e);
-            }
-            state.polled(Instant::now());
+        if let Some(e) = self.member.state().take_fatal() {
+            return Err(e);
         }
+        let _inside = InsidePoll::enter(&self.member);
         self.watch_partition_counts().await;
         self.ensure_active_group().await?;
         self.resolve_committed().await?;
-        // Time spent rebalancing is not the application's: the poll clock restarts here.
-        self.member.state().polled(Instant::now());
         self.maybe_auto_commit();
         if self.buffer.is_empty() {
             let fetched = self.consumer.poll().await?;
@@ -468,5 +463,25 @@ impl Drop for GroupConsumer {
     /// session timeout.
     fn drop(&mut self) {
         self.heartbeat.abort();
+    }
+}
+
+/// The application is inside `poll` while this lives; dropping it (on return, on an error, or
+/// with a poll future the application dropped) starts the application's poll interval.
+struct InsidePoll(Member);
+
+impl InsidePoll {
+    fn enter(member: &Member) -> Self {
+        member.state().poll_started(Instant::now());
+        Self(member.clone())
+    }
+}
+
+impl Drop for InsidePoll {
+    fn drop(&mut self) {
+        self.0.state().poll_ended(Instant::now());
+        // The heartbeat task may be waiting for the next heartbeat only: it now has a poll
+        // deadline to watch too.
+        self.0.wake_heartbeat();
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 
-use crate::error::{Error, ServerError};
+use crate::error::{Error, ServerError, COMMIT_FAILED_NOT_IN_GROUP, COMMIT_FAILED_REBALANCED};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -93,9 +93,11 @@ pub struct MemberState {
     rejoin: Option<String>,
     /// An error that ends membership (FENCED_INSTANCE_ID, ...), reported by the next poll.
     fatal: Option<Error>,
+    /// When the application last left `poll`, or entered it.
     last_poll: Instant,
-    /// Set when the member left because it did not poll in time; cleared by the next poll.
-    poll_timed_out: bool,
+    /// The application is inside `poll` (joining, syncing, fetching): its poll interval does not
+    /// run, as in Java, whose `poll` resets it at least every heartbeat interval while it waits.
+    in_poll: bool,
     next_heartbeat: Instant,
     last_heartbeat_answer: Instant,
 }
@@ -109,7 +111,7 @@ impl MemberState {
             rejoin: Some("the member has not joined yet".into()),
             fatal: None,
             last_poll: now,
-            poll_timed_out: false,
+            in_poll: false,
             next_heartbeat: now,
             last_heartbeat_answer: now,
         }
@@ -143,14 +145,20 @@ impl MemberState {
         self.fatal.take()
     }
 
-    pub fn poll_timed_out(&self) -> bool {
-        self.poll_timed_out
+    /// The application called `poll`. Until it returns, the time is the client's: Java's
+    /// `KafkaConsumer.poll` resets the poll timer on every round of its loop
+    /// (`ConsumerCoordinator.poll` -> `pollHeartbeat`), and a round waits at most until the next
+    /// heartbeat is due, so a JoinGroup or SyncGroup that takes seconds never counts against
+    /// max.poll.interval.ms (KIP-62: the interval bounds the application's processing).
+    pub fn poll_started(&mut self, now: Instant) {
+        self.last_poll = now;
+        self.in_poll = true;
     }
 
-    /// The poll loop ran: the poll-interval clock restarts.
-    pub fn polled(&mut self, now: Instant) {
+    /// `poll` returned (or was dropped): the application's processing time starts now.
+    pub fn poll_ended(&mut self, now: Instant) {
         self.last_poll = now;
-        self.poll_timed_out = false;
+        self.in_poll = false;
     }
 
     pub fn request_rejoin(&mut self, reason: impl Into<String>) {
@@ -171,15 +179,12 @@ impl MemberState {
         self.generation.member_id = member_id;
     }
 
-    /// JoinGroup answered. The poll clock restarts here, as Java's does when its heartbeat thread
-    /// is enabled: the time parked in JoinGroup (the group's initial delay, members slow to
-    /// rejoin) was the coordinator's, not the application's.
+    /// JoinGroup answered: heartbeats start, and the session runs from now.
     pub fn joined(&mut self, generation: Generation, leader: bool, now: Instant) {
         self.generation = generation;
         self.leader = leader;
         self.phase = Phase::Syncing;
         self.heartbeat_answered(now);
-        self.last_poll = now;
     }
 
     /// The assignment arrived: the member is Stable and heartbeats start an interval from now.
@@ -224,9 +229,9 @@ impl MemberState {
     }
 
     /// Decides the heartbeat task's next move. Heartbeats run while Syncing and Stable; during a
-    /// JoinGroup the coordinator needs none. The poll interval is watched only while Stable, and
-    /// its clock restarts when JoinGroup answers, so a long rebalance inside `poll` does not
-    /// count against it.
+    /// JoinGroup the coordinator needs none. The poll interval is watched only while Stable and
+    /// the application is outside `poll`, so a long rebalance inside `poll` (a slow SyncGroup,
+    /// the group's initial delay) does not count against it.
     pub fn heartbeat_step(
         &self,
         now: Instant,
@@ -236,8 +241,9 @@ impl MemberState {
         if !matches!(self.phase, Phase::Syncing | Phase::Stable) || self.fatal.is_some() {
             return HeartbeatStep::Wait(None);
         }
-        let poll_deadline = self.last_poll + max_poll_interval;
-        if now >= poll_deadline && self.phase == Phase::Stable {
+        let poll_deadline = (self.phase == Phase::Stable && !self.in_poll)
+            .then(|| self.last_poll + max_poll_interval);
+        if poll_deadline.is_some_and(|deadline| now >= deadline) {
             return HeartbeatStep::LeaveForPollTimeout(self.generation.clone());
         }
         if now >= self.last_heartbeat_answer + session_timeout {
@@ -246,13 +252,13 @@ impl MemberState {
         if now >= self.next_heartbeat {
             return HeartbeatStep::Send(self.generation.clone());
         }
-        HeartbeatStep::Wait(Some(self.next_heartbeat.min(poll_deadline)))
+        let wake = poll_deadline.map_or(self.next_heartbeat, |d| d.min(self.next_heartbeat));
+        HeartbeatStep::Wait(Some(wake))
     }
 
     /// The member stopped polling: it leaves its generation, and its next commit fails.
     pub fn left_for_poll_timeout(&mut self) {
         self.reset_generation("the member did not poll within max.poll.interval.ms", false);
-        self.poll_timed_out = true;
     }
 
     /// Takes in a heartbeat's error code for the generation it was sent with (Kafka's
@@ -304,15 +310,9 @@ impl MemberState {
                 "the member is rebalancing; poll to complete the rebalance, then commit again",
             ))
             .into()),
+            // Java fails the commit itself and sends nothing: the coordinator would refuse it.
             _ => Err(Error::CommitFailed {
-                reason: if self.poll_timed_out {
-                    "the member left the group because poll() was not called within \
-                     max.poll.interval.ms"
-                        .to_string()
-                } else {
-                    "the member is not part of an active group; it was probably removed from it"
-                        .to_string()
-                },
+                message: COMMIT_FAILED_NOT_IN_GROUP.to_string(),
             }),
         }
     }
@@ -331,8 +331,8 @@ impl MemberState {
                     );
                 }
                 Some(Error::CommitFailed {
-                    reason: format!(
-                        "the coordinator answered {} to the commit",
+                    message: format!(
+                        "{COMMIT_FAILED_REBALANCED} (The coordinator answered {}.)",
                         ServerError::new(code).name()
                     ),
                 })
@@ -508,40 +508,62 @@ mod tests {
     fn no_poll_within_the_interval_means_leaving_and_failed_commits() {
         let t = Instant::now();
         let mut s = stable(t);
-        s.polled(t);
+        s.poll_ended(t);
         let late = t + POLL;
         assert_eq!(
             s.heartbeat_step(late, POLL, SESSION),
             HeartbeatStep::LeaveForPollTimeout(generation(4))
         );
         s.left_for_poll_timeout();
-        assert!(s.poll_timed_out());
         assert_eq!(s.phase(), Phase::Unjoined);
-        let Err(Error::CommitFailed { reason }) = s.commit_generation() else {
+        // Failed here, as Java's consumer fails it, without asking the coordinator.
+        let Err(Error::CommitFailed { message }) = s.commit_generation() else {
             panic!("the commit must fail");
         };
-        assert!(reason.contains("max.poll.interval"), "{reason}");
+        assert_eq!(
+            message,
+            "Offset commit cannot be completed since the consumer is not part of an active group \
+             for auto partition assignment; it is likely that the consumer was kicked out of the \
+             group."
+        );
         // The next poll rejoins.
-        s.polled(late);
-        assert!(!s.poll_timed_out());
+        s.poll_started(late);
         assert!(s.rejoin_reason().is_some());
     }
 
+    /// A rebalance inside `poll` takes longer than the whole interval, JoinGroup and SyncGroup
+    /// alike (a cluster answering SyncGroup seconds late): the member stays; the interval runs
+    /// from the moment `poll` returns.
     #[test]
-    fn the_time_spent_in_join_group_does_not_count_against_the_poll_interval() {
+    fn the_time_spent_rebalancing_inside_poll_does_not_count_against_the_poll_interval() {
         let t = Instant::now();
         let mut s = MemberState::new(t);
-        s.polled(t);
+        s.poll_started(t);
         s.start_join();
-        let answered = t + POLL + BEAT;
-        s.joined(generation(4), false, answered);
-        s.synced(answered, BEAT);
+        let joined = t + POLL + BEAT;
+        s.joined(generation(4), false, joined);
         assert_eq!(
-            s.heartbeat_step(answered, POLL, SESSION),
-            HeartbeatStep::Wait(Some(answered + BEAT))
+            s.heartbeat_step(joined, POLL, SESSION),
+            HeartbeatStep::Send(generation(4)),
+            "heartbeats while syncing, no poll timeout"
+        );
+        s.heartbeat_sent(joined, BEAT);
+        let synced = joined + POLL + BEAT;
+        s.on_heartbeat(&generation(4), 0, synced - BEAT);
+        s.synced(synced, BEAT);
+        assert_eq!(
+            s.heartbeat_step(synced, POLL, SESSION),
+            HeartbeatStep::Wait(Some(synced + BEAT)),
+            "stable, still inside poll: only the next heartbeat is scheduled"
+        );
+        let returned = synced + BEAT / 2;
+        s.poll_ended(returned);
+        assert_eq!(
+            s.heartbeat_step(returned, POLL, SESSION),
+            HeartbeatStep::Wait(Some(synced + BEAT))
         );
         assert_eq!(
-            s.heartbeat_step(answered + POLL, POLL, SESSION),
+            s.heartbeat_step(returned + POLL, POLL, SESSION),
             HeartbeatStep::LeaveForPollTimeout(generation(4))
         );
     }
@@ -550,7 +572,7 @@ mod tests {
     fn a_silent_coordinator_is_looked_up_again_after_a_session() {
         let t = Instant::now();
         let mut s = stable(t);
-        s.polled(t + SESSION);
+        s.poll_ended(t + SESSION);
         assert_eq!(
             s.heartbeat_step(t + SESSION, POLL, SESSION),
             HeartbeatStep::SessionExpired

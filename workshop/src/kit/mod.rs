@@ -9,6 +9,8 @@
 //!   takes what they fetched and tells them what to commit (labs partitions and migrate).
 //! - [`offsets`]: a consumer group's committed offsets, log ends and lag as
 //!   `kafka-consumer-groups.sh` reads them, and commits for a group without members.
+//! - [`rebalance_time`]: how long the cluster takes to rebalance a group, measured, for labs
+//!   whose incidents must outlast a rebalance (lab rebalance's stall).
 //! - [`reader`]: one partition read in offset order, a fixed number of records at a time.
 //! - [`steps`]: source 000's step model on the broker, a step at a time: lab hot-tenant's
 //!   `--steps` and the playground's exercise.
@@ -17,5 +19,6 @@ pub mod group;
 pub mod members;
 pub mod offsets;
 pub mod reader;
+pub mod rebalance_time;
 pub mod schemes;
 pub mod steps;

@@ -6,6 +6,10 @@
 //! opens fills a [`Watch`] as it starts, creates topics and names groups, so every lab is
 //! watched without a line of its own (names as created, suffixed under `--bootstrap`).
 //!
+//! Each topic and group is also stamped with the phase the narrator was telling when the lab
+//! first named it ([`Watch::enter`]), so a view can show, at each phase, what that phase made
+//! rather than everything the run made so far.
+//!
 //! Which watch: the one of the lab's thread. [`crate::run_with`] runs the lab inside
 //! [`Watch::scope`] with its narrator's watch ([`crate::lab::report::Narrator::watch`]); a cluster
 //! opened on that thread reports to it from wherever it is used later. A cluster opened outside
@@ -14,6 +18,7 @@
 //! [`Cluster`]: crate::lab::target::Cluster
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// One broker a lab opened, and what the lab made on it, in the order it made them.
@@ -25,11 +30,21 @@ pub struct Watched {
     pub groups: Vec<String>,
     /// False once the lab closed it (an embedded broker is gone then).
     pub open: bool,
+    /// The phase (from 1; 0 before the first) being told when each topic and group was first
+    /// named, by name.
+    pub introduced: BTreeMap<String, usize>,
+}
+
+#[derive(Debug, Default)]
+struct Clusters {
+    clusters: Vec<Watched>,
+    /// The phase the narrator is telling (0 before the first).
+    phase: usize,
 }
 
 /// The brokers of one lab run, shared by every clone.
 #[derive(Debug, Clone, Default)]
-pub struct Watch(Arc<Mutex<Vec<Watched>>>);
+pub struct Watch(Arc<Mutex<Clusters>>);
 
 thread_local! {
     static CURRENT: RefCell<Option<Watch>> = const { RefCell::new(None) };
@@ -42,7 +57,12 @@ impl Watch {
 
     /// Every broker opened so far, oldest first.
     pub fn clusters(&self) -> Vec<Watched> {
-        self.lock().clone()
+        self.lock().clusters.clone()
+    }
+
+    /// The narrator opened phase `number`: what is named from now on belongs to it.
+    pub fn enter(&self, number: usize) {
+        self.lock().phase = number;
     }
 
     /// Runs `work` with this watch as the thread's: clusters opened on this thread meanwhile
@@ -67,20 +87,21 @@ impl Watch {
 
     /// A broker at `bootstrap` was opened; what it makes is reported through the handle.
     pub(crate) fn opened(&self, bootstrap: &str) -> WatchedCluster {
-        let mut clusters = self.lock();
-        clusters.push(Watched {
+        let mut all = self.lock();
+        all.clusters.push(Watched {
             bootstrap: bootstrap.to_string(),
             topics: Vec::new(),
             groups: Vec::new(),
             open: true,
+            introduced: BTreeMap::new(),
         });
         WatchedCluster {
             watch: self.clone(),
-            index: clusters.len() - 1,
+            index: all.clusters.len() - 1,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<Watched>> {
+    fn lock(&self) -> MutexGuard<'_, Clusters> {
         // Only names: a panic elsewhere leaves them whole.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -95,28 +116,33 @@ pub(crate) struct WatchedCluster {
 
 impl WatchedCluster {
     pub(crate) fn topic(&self, name: &str) {
-        self.update(|c| {
+        self.update(|c, phase| {
             if !c.topics.iter().any(|t| t == name) {
                 c.topics.push(name.to_string());
+                c.introduced.entry(name.to_string()).or_insert(phase);
             }
         });
     }
 
     pub(crate) fn group(&self, name: &str) {
-        self.update(|c| {
+        self.update(|c, phase| {
             if !c.groups.iter().any(|g| g == name) {
                 c.groups.push(name.to_string());
+                c.introduced.entry(name.to_string()).or_insert(phase);
             }
         });
     }
 
     pub(crate) fn closed(&self) {
-        self.update(|c| c.open = false);
+        self.update(|c, _| c.open = false);
     }
 
-    fn update(&self, change: impl FnOnce(&mut Watched)) {
-        if let Some(cluster) = self.watch.lock().get_mut(self.index) {
-            change(cluster);
+    /// Changes this cluster's entry, given the phase being told.
+    fn update(&self, change: impl FnOnce(&mut Watched, usize)) {
+        let mut all = self.watch.lock();
+        let phase = all.phase;
+        if let Some(cluster) = all.clusters.get_mut(self.index) {
+            change(cluster, phase);
         }
     }
 }
@@ -132,6 +158,7 @@ mod tests {
         let inner = watch.scope(|| {
             let cluster = Watch::current().expect("in scope").opened("127.0.0.1:1");
             cluster.topic("orders");
+            watch.enter(2);
             cluster.topic("orders");
             cluster.group("order-service");
             // Another thread is not in the scope.
@@ -150,6 +177,8 @@ mod tests {
                 topics: vec!["orders".into()],
                 groups: vec!["order-service".into()],
                 open: false,
+                // Named before the first phase, and in phase 2.
+                introduced: BTreeMap::from([("orders".into(), 0), ("order-service".into(), 2)]),
             }]
         );
     }

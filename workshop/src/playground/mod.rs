@@ -47,6 +47,25 @@ pub struct PlaygroundArgs {
     /// Run against this Kafka-protocol broker instead of an embedded one
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::lab::args::parse_bootstrap)]
     pub bootstrap: Option<String>,
+    /// With --bootstrap: let the page's buttons create topics, produce and commit on that
+    /// cluster (without it the page only shows it)
+    #[arg(long, requires = "bootstrap")]
+    pub let_page_write_to_cluster: bool,
+}
+
+impl PlaygroundArgs {
+    /// Why the page may not write, if it may not: a cluster the trainer named (`--bootstrap`)
+    /// is written to only with the trainer's own flag on the command line, never because a web
+    /// page asked.
+    fn read_only(&self) -> Option<String> {
+        let cluster = self.bootstrap.as_ref()?;
+        (!self.let_page_write_to_cluster).then(|| {
+            format!(
+                "the playground only reads {cluster}: start it with --let-page-write-to-cluster \
+                 to let this page create topics and produce there"
+            )
+        })
+    }
 }
 
 /// What the playground's requests share.
@@ -57,6 +76,9 @@ struct Playground {
     exercise: Mutex<Exercise>,
     free: Mutex<Option<Free>>,
     lab: tokio::runtime::Handle,
+    /// Why the page's buttons are refused (a `--bootstrap` cluster without the trainer's
+    /// flag), or `None`.
+    read_only: Option<String>,
 }
 
 /// Serves the playground until `stop` (the binary's Ctrl-C or SIGTERM), then cleans up what it
@@ -98,7 +120,11 @@ impl Running {
             exercise: Mutex::new(Exercise::default()),
             free: Mutex::new(None),
             lab: lab.handle().clone(),
+            read_only: args.read_only(),
         });
+        if let Some(why) = &playground.read_only {
+            eprintln!("playground: {why}");
+        }
         playground.publish_exercise(&Exercise::default());
         hub.set("free", &free::View::default());
         let (on_exercise, on_free) = (playground.clone(), playground.clone());
@@ -211,6 +237,9 @@ enum FreeRequest {
 
 impl Playground {
     async fn exercise(self: Arc<Self>, body: Bytes) -> Response {
+        if let Some(refused) = self.refuse_writes() {
+            return refused;
+        }
         let asked: ExerciseRequest = match server::parse(&body) {
             Ok(asked) => asked,
             Err(bad) => return bad_request(&bad),
@@ -236,6 +265,9 @@ impl Playground {
     }
 
     async fn free(self: Arc<Self>, body: Bytes) -> Response {
+        if let Some(refused) = self.refuse_writes() {
+            return refused;
+        }
         let asked: FreeRequest = match server::parse(&body) {
             Ok(asked) => asked,
             Err(bad) => return bad_request(&bad),
@@ -262,6 +294,12 @@ impl Playground {
         work: impl std::future::Future<Output = Result<T, LabError>> + Send + 'static,
     ) -> Response {
         answer(self.lab.spawn(work).await)
+    }
+
+    /// 403 with why, when the page may not write to the cluster.
+    fn refuse_writes(&self) -> Option<Response> {
+        let why = self.read_only.as_ref()?;
+        Some(server::message(StatusCode::FORBIDDEN, why))
     }
 
     fn publish_exercise(&self, exercise: &Exercise) {

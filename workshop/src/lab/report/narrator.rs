@@ -110,6 +110,7 @@ impl Narrator {
         }
         self.phase += 1;
         self.title = phase.title.into();
+        self.watch.enter(self.phase);
         self.emit(Event::Phase {
             number: self.phase,
             title: phase.title.into(),
@@ -136,6 +137,7 @@ impl Narrator {
             self.pause(Pause::Next);
         }
         self.phase += 1;
+        self.watch.enter(self.phase);
         self.emit(Event::Phase {
             number: self.phase,
             title: phase.title.into(),

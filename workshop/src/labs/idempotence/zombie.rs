@@ -203,25 +203,26 @@ impl<'p> Writer<'p> {
     }
 
     async fn begin(&self) -> Result<(), LabError> {
-        if self.transactional {
-            let what = format!("beginning writer {}'s transaction", self.name);
-            self.producer
-                .begin_transaction()
-                .await
-                .map_err(|e| send_error(&what, &e))?;
-        }
-        Ok(())
+        self.transaction("beginning", self.producer.begin_transaction())
+            .await
     }
 
     async fn commit(&self) -> Result<(), LabError> {
-        if self.transactional {
-            let what = format!("committing writer {}'s transaction", self.name);
-            self.producer
-                .commit_transaction()
-                .await
-                .map_err(|e| send_error(&what, &e))?;
+        self.transaction("committing", self.producer.commit_transaction())
+            .await
+    }
+
+    /// `step` of the writer's transaction, when it has one.
+    async fn transaction(
+        &self,
+        step: &str,
+        call: impl std::future::Future<Output = client::Result<()>>,
+    ) -> Result<(), LabError> {
+        if !self.transactional {
+            return Ok(());
         }
-        Ok(())
+        let what = format!("{step} writer {}'s transaction", self.name);
+        call.await.map_err(|e| send_error(&what, &e))
     }
 
     async fn write(&self, topic: &str, account: &str, balance: i64) -> Write {

@@ -13,16 +13,19 @@
 //!   I/O, no narration, tested on its own (with property tests over random interleavings).
 //! - `kafka`: the engine's logs on Kafka topics, the commands topic and the consumer group.
 //! - `scenario`: the runs and their timeline (which decides only *when* things happen).
+//! - `story`: the lab as a trainer tells it, run by run (opening, question, run, evidence), and
+//!   the summary; `evidence`: how each run's evidence is laid out.
 //! - `traffic`: the seeded commands and reads; `plan`: flags; `figures`: JSON and verdict;
-//!   `verdict`: the checks; `story`: narration.
+//!   `verdict`: the checks.
 
-pub mod engine;
+mod engine;
+mod evidence;
 mod figures;
-pub mod kafka;
+mod kafka;
 mod plan;
-pub mod scenario;
+mod scenario;
 mod story;
-pub mod traffic;
+mod traffic;
 mod verdict;
 
 use std::collections::BTreeMap;
@@ -31,7 +34,6 @@ use crate::lab::deadline::Work;
 use crate::lab::report::{LabReport, Narrator};
 use crate::lab::target::{runtime, Cluster};
 use crate::lab::{Lab, LabContext, LabError};
-use figures::Runs;
 use kafka::{Commands, Limit};
 pub use plan::MigrateArgs;
 use plan::Plan;
@@ -54,7 +56,7 @@ impl Lab for Migrate {
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
         n.say(&format!("Running against {}.", cluster.describe()));
-        let measured = phases(&rt, &cluster, &plan, ctx.seed, n);
+        let measured = story::phases(&rt, &cluster, &plan, ctx.seed, n);
         rt.block_on(cluster.close());
         let figures = measured?;
 
@@ -64,77 +66,6 @@ impl Lab for Migrate {
         n.verdict(&report, &checks);
         Ok(report)
     }
-}
-
-/// Every run, each narrated as it happens.
-fn phases(
-    rt: &Runtime,
-    cluster: &Cluster,
-    plan: &Plan,
-    seed: u64,
-    n: &mut Narrator,
-) -> Result<figures::Figures, LabError> {
-    let profiles = traffic::profiles(plan, seed);
-    let (orders, faults) = traffic::tenant(plan, seed);
-    let users_topic = "profile-commands";
-    story::ring(n, plan, &profiles, &cluster.name(users_topic));
-    // The commands, written once for every run, within the first phase.
-    let deadline = n.deadline(Commands::work(&profiles) + Commands::work(&orders));
-    let users = Commands::produce(rt, cluster, users_topic, &profiles, Vec::new(), &deadline)?;
-    let tenant = Commands::produce(
-        rt,
-        cluster,
-        "tenant-42-commands",
-        &orders,
-        faults,
-        &deadline,
-    )?;
-    let mut runs = Runner {
-        rt,
-        cluster,
-        plan,
-        users: &users,
-        tenant: &tenant,
-        runs: BTreeMap::new(),
-    };
-
-    story::routers_only(n);
-    runs.phase(n, &[Scenario::RoutersOnly])?;
-    story::routers_only_evidence(n, Runs(&runs.runs).get(Scenario::RoutersOnly)?);
-    story::copy_once(n, plan);
-    runs.phase(n, &[Scenario::CopyOnce])?;
-    story::copy_once_evidence(n, Runs(&runs.runs).get(Scenario::CopyOnce)?);
-    story::no_fencing(n, plan);
-    runs.phase(n, &[Scenario::NoFencing])?;
-    story::no_fencing_evidence(n, Runs(&runs.runs).get(Scenario::NoFencing)?);
-    story::protocol(n, plan);
-    runs.phase(n, &[Scenario::Protocol])?;
-    story::protocol_evidence(n, Runs(&runs.runs).get(Scenario::Protocol)?);
-    story::failure(n);
-    runs.phase(n, &[Scenario::Failure])?;
-    story::failure_evidence(n, Runs(&runs.runs).get(Scenario::Failure)?);
-    story::rollback(n);
-    runs.phase(n, &[Scenario::RollbackRoutersOnly, Scenario::Rollback])?;
-    let done = Runs(&runs.runs);
-    story::rollback_evidence(
-        n,
-        done.get(Scenario::RollbackRoutersOnly)?,
-        done.get(Scenario::Rollback)?,
-    );
-    story::hot_tenant(n, plan, &tenant.topic);
-    runs.phase(n, &[Scenario::DualWriteNaive, Scenario::DualWriteKeyed])?;
-    let done = Runs(&runs.runs);
-    story::hot_tenant_evidence(
-        n,
-        done.get(Scenario::DualWriteNaive)?,
-        done.get(Scenario::DualWriteKeyed)?,
-    );
-
-    let target = match cluster.embedded() {
-        Some(_) => "embedded".to_string(),
-        None => cluster.addr().to_string(),
-    };
-    figures::figures(seed, target, &profiles, &done)
 }
 
 /// Runs scenarios on the cluster and keeps each run for the figures.
@@ -215,7 +146,7 @@ mod tests {
         let plan = Plan::new(&args).unwrap();
         let cluster = rt.block_on(Cluster::slowed(ApiKey::ListOffsets, Duration::from_secs(5)));
         let started = rt.block_on(async { tokio::time::Instant::now() });
-        let ran = phases(&rt, &cluster, &plan, 5, &mut Narrator::new());
+        let ran = story::phases(&rt, &cluster, &plan, 5, &mut Narrator::new());
         let elapsed = rt.block_on(async { started.elapsed() });
         rt.block_on(cluster.close());
         crate::lab::deadline::assert_too_slow(

@@ -82,6 +82,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
+    #[cfg(test)]
     pub const ALL: [Scenario; 9] = [
         Scenario::RoutersOnly,
         Scenario::CopyOnce,

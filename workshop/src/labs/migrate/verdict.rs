@@ -1,7 +1,7 @@
 //! The lab's verdict: every naive move loses something, the protocol nothing.
 
+use super::evidence::count;
 use super::figures::Figures;
-use super::story::count;
 use crate::lab::report::Checks;
 
 /// The phenomenon, short enough for the verdict line to fit 100 columns.

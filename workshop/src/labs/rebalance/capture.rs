@@ -60,21 +60,32 @@ impl MemberTag {
     }
 }
 
-/// The journals of the scenarios running now, found by group.
+/// The journals of the scenarios: those running now, found by group, and every one started.
 #[derive(Debug, Clone, Default)]
-pub struct Journals(Arc<Mutex<Vec<Arc<Journal>>>>);
+pub struct Journals {
+    /// The runs under way, whose groups' log lines are taken.
+    live: Arc<Mutex<Vec<Arc<Journal>>>>,
+    /// Every run that started, finished or not, for the timeline.
+    every: Arc<Mutex<Vec<Arc<Journal>>>>,
+}
 
 impl Journals {
     pub fn register(&self, journal: &Arc<Journal>) {
-        self.0.lock().push(journal.clone());
+        self.live.lock().push(journal.clone());
+        self.every.lock().push(journal.clone());
     }
 
     pub fn unregister(&self, journal: &Arc<Journal>) {
-        self.0.lock().retain(|j| !Arc::ptr_eq(j, journal));
+        self.live.lock().retain(|j| !Arc::ptr_eq(j, journal));
+    }
+
+    /// Every journal registered so far, in order.
+    pub fn every(&self) -> Vec<Arc<Journal>> {
+        self.every.lock().clone()
     }
 
     fn of_group(&self, group: &str) -> Option<Arc<Journal>> {
-        self.0.lock().iter().find(|j| j.group == group).cloned()
+        self.live.lock().iter().find(|j| j.group == group).cloned()
     }
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::accounting;
 use super::eos::{per_payment, EosOutcome, Seen};
 use super::journal::{Entry, Event};
-use crate::lab::report::Checks;
+use crate::lab::report::{count, thousands, Checks};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EosFigures {
@@ -158,7 +158,9 @@ pub fn verdict(checks: &mut Checks, eos: Result<&EosFigures, &str>) {
         f.gateway_duplicates > 0 && f.gateway_duplicates == f.processed_uncommitted,
         format!(
             "{} gateway calls, {} of them a second charge = {} processed in the aborted transaction",
-            f.gateway_calls, f.gateway_duplicates, f.processed_uncommitted
+            thousands(f.gateway_calls),
+            f.gateway_duplicates,
+            f.processed_uncommitted
         ),
     );
     let aborted_records = f.output_in_log - f.output_read_committed.min(f.output_in_log);
@@ -168,9 +170,12 @@ pub fn verdict(checks: &mut Checks, eos: Result<&EosFigures, &str>) {
             && f.offsets_refused_with.is_some()
             && aborted_records == f.processed_uncommitted,
         format!(
-            "{} transaction(s) aborted after the offsets were refused ({}); {} aborted records in \
-             the log",
-            f.aborted_transactions,
+            "{} after the offsets were refused ({}); {} aborted records in the log",
+            count(
+                f.aborted_transactions,
+                "transaction aborted",
+                "transactions aborted"
+            ),
             f.offsets_refused_with.as_deref().unwrap_or("not refused"),
             aborted_records
         ),

@@ -3,9 +3,9 @@
 
 use super::eos::EosOutcome;
 use super::eos_figures::EosFigures;
+use super::evidence::secs;
 use super::figures::Figures;
 use super::journal::Event;
-use super::story::secs;
 use crate::lab::report::{thousands, Align, Narrator, Phase, Table};
 
 pub const TITLE: &str = "Kafka's exactly-once: does the gateway see each payment once?";

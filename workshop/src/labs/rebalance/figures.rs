@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use client::COMMIT_FAILED_NOT_IN_GROUP;
 use serde::Serialize;
 
 use super::accounting::{self, Redelivery, Revocations};
@@ -10,7 +11,7 @@ use super::eos_figures::{self, EosFigures};
 use super::journal::Event;
 use super::plan::{Incident, Kind, Plan, MEMBERS, PARTITIONS};
 use super::scenario::Outcome;
-use crate::lab::report::Checks;
+use crate::lab::report::{count, thousands, Checks};
 
 /// One run, measured the same way as every other.
 #[derive(Debug, Clone, Serialize)]
@@ -267,19 +268,25 @@ pub fn verdict(f: &Figures, eos_skipped: Option<&str>) -> Checks {
             && f.processed == f.committed + f.duplicates,
         format!(
             "{} payments applied twice = {} processed but uncommitted by {} (processed {} - committed {})",
-            f.duplicates, f.processed_uncommitted, f.stalled_member, f.processed, f.committed
+            f.duplicates,
+            f.processed_uncommitted,
+            f.stalled_member,
+            thousands(f.processed),
+            thousands(f.committed)
         ),
     );
     checks.check(
         "late commit refused",
         f.failed_commits > 0
+            && f.commit_failed_error.as_deref() == Some(COMMIT_FAILED_NOT_IN_GROUP)
             && f.late_commit_broker_answer
                 .as_deref()
                 .is_some_and(|a| !a.starts_with("NONE")),
         format!(
-            "{}'s late commit failed ({} failed commit(s)); the coordinator answered {}",
+            "{}'s consumer failed its late commit without sending it ({}), as Java's does; sent \
+             anyway, the coordinator answered {}",
             f.stalled_member,
-            f.failed_commits,
+            count(f.failed_commits, "failed commit", "failed commits"),
             f.late_commit_broker_answer.as_deref().unwrap_or("nothing")
         ),
     );
@@ -312,8 +319,9 @@ pub fn verdict(f: &Figures, eos_skipped: Option<&str>) -> Checks {
         "static restart without rebalance",
         f.static_membership_rebalances == 0 && f.dynamic_restart_rebalances > 0,
         format!(
-            "a restart within the session timeout: {} rebalance(s) as a static member, {} as a dynamic one",
-            f.static_membership_rebalances, f.dynamic_restart_rebalances
+            "a restart within the session timeout: {} as a static member, {} as a dynamic one",
+            count(f.static_membership_rebalances, "rebalance", "rebalances"),
+            f.dynamic_restart_rebalances
         ),
     );
     checks.check(

@@ -258,9 +258,10 @@ impl Entry {
                 answer,
             } => (
                 "ERROR",
+                // Not the consumer's line (it sent nothing): the lab's own request.
                 format!(
-                    "OffsetCommit as generation {generation}, member {member_id}: the coordinator \
-                     answered {answer}"
+                    "(sent by the lab) OffsetCommit as generation {generation}, member \
+                     {member_id}: the coordinator answered {answer}"
                 ),
             ),
             Event::PollTimeout { message } => ("WARN", message.clone()),

@@ -68,17 +68,24 @@ impl Setup {
         name: &str,
         timing: &Timing,
     ) -> Result<GroupConfig, String> {
-        let mut c = manual_commit(group, timing.heartbeat, timing.fetch_max_wait)
+        let mut c = timed_config(group, timing)
             .assignors_named(&[spec.assignor])
             .map_err(|e| e.to_string())?;
-        c.session_timeout = timing.session;
-        c.max_poll_interval = timing.max_poll_interval;
         c.max_poll_records = spec.max_poll_records;
         c.allow_auto_create_topics = false;
         c.group_instance_id = spec.static_members.then(|| name.to_string());
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
     }
+}
+
+/// A member of `group` with the lab's timeouts, before the run's own choices (assignor, batch
+/// size, static membership).
+pub fn timed_config(group: &str, timing: &Timing) -> GroupConfig {
+    let mut c = manual_commit(group, timing.heartbeat, timing.fetch_max_wait);
+    c.session_timeout = timing.session;
+    c.max_poll_interval = timing.max_poll_interval;
+    c
 }
 
 /// Runs the member until told to stop; an error it cannot handle goes into the journal.

@@ -261,6 +261,30 @@ impl Plan {
         }
     }
 
+    /// Scales the timing to a cluster whose rebalances take `rebalance` (measured).
+    ///
+    /// max.poll.interval.ms is also the rebalance timeout, as in Kafka: the time the
+    /// coordinator gives every member to rejoin once a rebalance starts. A member still waiting
+    /// for a slow SyncGroup answer when the next rebalance starts rejoins only after it; given
+    /// less than two rebalances, it is removed, rejoins as a new member, which starts another
+    /// rebalance, and the group never settles. So the interval is at least two rebalances.
+    ///
+    /// The stall must outlast the interval and then the rebalance without the stalled member,
+    /// or its partitions go straight back to it and nobody else applies its batch: after the
+    /// interval the others learn of the rebalance at a heartbeat and finish the batch in hand
+    /// before they rejoin, so the stall leaves two measured rebalances for it. Neither is ever
+    /// shorter than the plan's own.
+    pub fn fit_to_rebalance(&mut self, rebalance: Duration) {
+        let t = &mut self.timing;
+        t.max_poll_interval = t.max_poll_interval.max(2 * rebalance);
+        t.stall = t.stall.max(t.max_poll_interval + 2 * rebalance);
+        for spec in &mut self.specs {
+            if let Incident::Stall { duration, .. } = &mut spec.incident {
+                *duration = t.stall;
+            }
+        }
+    }
+
     pub fn spec(&self, kind: Kind) -> &Spec {
         self.specs
             .iter()
@@ -331,6 +355,25 @@ mod tests {
         assert_eq!(a.timing, Timing::PAUSED);
         let real = Plan::new(5, &Target::Bootstrap("h:1".into()));
         assert_eq!(real.timing, Timing::REAL);
+    }
+
+    #[test]
+    fn a_slow_rebalance_lengthens_every_stall_and_a_quick_one_none() {
+        let mut plan = Plan::new(5, &Target::Bootstrap("h:1".into()));
+        plan.fit_to_rebalance(Duration::from_millis(300));
+        assert_eq!(
+            plan.timing,
+            Timing::REAL,
+            "2 s + 2 x 0.3 s is within the 3 s stall"
+        );
+        plan.fit_to_rebalance(Duration::from_millis(3_400));
+        assert_eq!(plan.timing.max_poll_interval, Duration::from_millis(6_800));
+        assert_eq!(plan.timing.stall, Duration::from_millis(13_600));
+        for spec in &plan.specs {
+            if let Incident::Stall { duration, .. } = spec.incident {
+                assert_eq!(duration, Duration::from_millis(13_600), "{:?}", spec.kind);
+            }
+        }
     }
 
     #[test]

@@ -1,64 +1,71 @@
-//! The narration of lab `rebalance`: each phase's opening and evidence, and the summary. Every
-//! number shown comes from the figures; every log line is one a member wrote during the run.
+//! The narration of lab `rebalance`, in the order a trainer tells it: each phase's opening,
+//! question and evidence, then the summary. Every number shown comes from the figures; every log
+//! line is one a member wrote during the run. The tables and log excerpts are built in
+//! [`evidence`](super::evidence).
 
 use std::collections::BTreeSet;
 
+use client::GroupConfig;
+
+use super::evidence::{
+    assignors_table, batches_table, euros, incident_lines, members_table, membership_table, ms_of,
+    ordinal, processed_per_member, redeliveries_table, secs, setting,
+};
 use super::figures::Figures;
-use super::journal::{hms, Event};
-use super::plan::Plan;
+use super::plan::{Kind, Plan};
 use super::scenario::Outcome;
-use crate::lab::report::{self, thousands, Align, Level, Narrator, Phase, Summary, Table};
+use crate::lab::report::{count, thousands, Narrator, Phase, Summary};
 
-pub(super) fn secs(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms} ms")
-    } else if ms.is_multiple_of(1000) {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    }
-}
-
-/// `101st`, `102nd`, `111th`.
-fn ordinal(n: usize) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
+/// The at-least-once runs' phases, from the baseline run's journal and every run's figures.
+pub fn tell(n: &mut Narrator, plan: &Plan, f: &Figures, outcomes: &[Outcome], paused: bool) {
+    let Some(base) = outcomes.iter().find(|o| o.spec.kind == Kind::Baseline) else {
+        return;
     };
-    format!("{n}{suffix}")
+    setup(n, plan, f, base, paused);
+    stall(n, f, base);
+    redeliveries(n, plan, f, base);
+    cooperative(n, f);
+    static_membership(n, f);
+    small_batch(n, f);
+    colocated(n, f);
+    ttl(n, f);
 }
 
-fn euros(cents: i64) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let c = cents.unsigned_abs();
-    format!("{sign}€{}.{:02}", thousands(c / 100), c % 100)
-}
-
-pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
+fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: bool) {
     let t = &plan.timing;
     let clock = if paused {
         "The broker is embedded and shares tokio's paused clock with the members: every timeout \
          elapses in virtual time, exactly, and the whole run takes a moment of real time."
     } else {
-        "Against a cluster time is real, so the timeouts are the shortest a broker accepts."
+        "Against a cluster time is real, so the timeouts are the shortest a broker accepts, and \
+         the stall is stretched to outlast the cluster's own rebalances, measured first."
     };
+    let kafka = GroupConfig::new(&f.group);
     let about = format!(
         "Topic `{}` ({} partitions) holds {} payments keyed by account. Group `{}` has four \
          members, each a real consumer of our client: poll up to {} records, apply each payment to \
          the ledger ({} each), commit the batch's offsets, poll again (at-least-once). \
-         session.timeout.ms {}, heartbeat.interval.ms {}, max.poll.interval.ms {}.\n{clock}",
+         max.poll.records {}, session.timeout.ms {}, heartbeat.interval.ms {}, \
+         max.poll.interval.ms {}: with Kafka's default, this lab's stall would pass unnoticed; \
+         services that must notice a stuck consumer lower it.\n{clock}",
         f.topic,
         f.partitions,
-        f.payments,
+        thousands(f.payments as u64),
         f.group,
         f.max_poll_records,
         secs(f.processing_ms),
-        secs(f.session_timeout_ms),
-        secs(f.heartbeat_interval_ms),
-        secs(f.max_poll_interval_ms),
+        setting(
+            f.max_poll_records as u64,
+            kafka.max_poll_records as u64,
+            |n| n.to_string()
+        ),
+        setting(f.session_timeout_ms, ms_of(kafka.session_timeout), secs),
+        setting(
+            f.heartbeat_interval_ms,
+            ms_of(kafka.heartbeat_interval),
+            secs
+        ),
+        setting(f.max_poll_interval_ms, ms_of(kafka.max_poll_interval), secs),
     );
     n.phase(Phase {
         title: "The billing service",
@@ -71,54 +78,19 @@ pub fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused:
         ),
     });
     n.answer();
-    let mut table = Table::new(&[
-        ("MEMBER", Align::Left),
-        ("GENERATION", Align::Right),
-        ("PARTITIONS", Align::Left),
-        ("PAYMENTS", Align::Right),
-    ]);
-    let entries = base.journal.entries();
-    let start = entries
-        .iter()
-        .position(|e| matches!(e.event, Event::ProcessingStarted { .. }))
-        .unwrap_or(entries.len());
-    for member in &f.members {
-        let joined = entries[..start].iter().rev().find_map(|e| match &e.event {
-            Event::Joined {
-                generation,
-                partitions,
-                ..
-            } if e.member.as_deref() == Some(member) => Some((generation, partitions)),
-            _ => None,
-        });
-        if let Some((generation, partitions)) = joined {
-            let payments: i64 = partitions
-                .iter()
-                .map(|p| base.log_end.get(p).copied().unwrap_or(0))
-                .sum();
-            let names: Vec<String> = partitions
-                .iter()
-                .map(|p| format!("{}-{p}", f.topic))
-                .collect();
-            table.row([
-                member.to_string(),
-                generation.to_string(),
-                names.join(", "),
-                payments.to_string(),
-            ]);
-        }
-    }
-    n.table(&table);
+    n.table(&members_table(f, base));
 }
 
-pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
+fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     let about = format!(
         "After the batch in which it processes its {} payment, {} stops for {} before committing: a GC \
-         pause, or a payment-gateway call that hangs. max.poll.interval.ms is {}.",
+         pause, or a payment-gateway call that hangs. max.poll.interval.ms is {} here (Kafka's \
+         default, {}, would outlast the stall).",
         ordinal(f.stall_after_payments),
         f.stalled_member,
         secs(f.stall_ms),
-        secs(f.max_poll_interval_ms)
+        secs(f.max_poll_interval_ms),
+        secs(ms_of(GroupConfig::new(&f.group).max_poll_interval)),
     );
     n.phase(Phase {
         title: "A stall longer than max.poll.interval.ms",
@@ -128,6 +100,15 @@ pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     n.answer();
     n.say("As the members logged it (time since the lab started):");
     n.log(incident_lines(base, f.stalled_member));
+    n.say(&format!(
+        "{} resumed and tried to commit. Its consumer had left the group, so it failed the commit \
+         itself without sending it, as Java's consumer does (CommitFailedException: \"not part of \
+         an active group\"). Sent anyway, with {}'s old generation and member id, the \
+         coordinator answers {}.",
+        f.stalled_member,
+        f.stalled_member,
+        f.late_commit_broker_answer.as_deref().unwrap_or("nothing"),
+    ));
     let balanced = f.processed == f.committed + f.duplicates;
     n.say(&format!(
         "{} processed {} payments it never committed. The ledger applied {} payments twice ({} charged \
@@ -136,8 +117,8 @@ pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
         f.processed_uncommitted,
         f.duplicates,
         euros(f.double_charged_cents),
-        f.processed,
-        f.committed,
+        thousands(f.processed),
+        thousands(f.committed),
         f.duplicates,
         if balanced {
             " (processed = committed + duplicates)"
@@ -147,123 +128,24 @@ pub fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
     ));
 }
 
-/// Source 003's sequence from the run's journal: the stall, the poll timeout, the revocations of
-/// the first rebalance, where the new owners of the stalled member's partitions start, the
-/// failed commit, and the stalled member's return.
-fn incident_lines(o: &Outcome, stalled: &str) -> Vec<report::LogLine> {
-    let entries = o.journal.entries();
-    let Some(start) = entries
-        .iter()
-        .position(|e| matches!(e.event, Event::StallStarted { .. }))
-    else {
-        return vec![note(None, "no stall happened".to_string())];
-    };
-    let owned: BTreeSet<i32> = entries[..start]
-        .iter()
-        .rev()
-        .find_map(|e| match &e.event {
-            Event::Joined { partitions, .. } if e.member.as_deref() == Some(stalled) => {
-                Some(partitions.iter().copied().collect())
-            }
-            _ => None,
-        })
-        .unwrap_or_default();
-    let mut lines = Vec::new();
-    let mut timed_out = false;
-    let mut reassigned = false;
-    let mut offsets_shown = BTreeSet::new();
-    for e in &entries[start..] {
-        let by_stalled = e.member.as_deref() == Some(stalled);
-        let show = match &e.event {
-            Event::StallStarted { duration_ms } => {
-                lines.push(note(
-                    Some(e.at_ms),
-                    format!(
-                        "{stalled} stops for {} before committing (the lab's stall)",
-                        secs(*duration_ms)
-                    ),
-                ));
-                false
-            }
-            Event::StallEnded => {
-                lines.push(note(
-                    Some(e.at_ms),
-                    format!("{stalled} resumes and commits its batch"),
-                ));
-                false
-            }
-            Event::PollTimeout { .. } => {
-                timed_out = true;
-                true
-            }
-            Event::Left { .. } => by_stalled,
-            Event::Revoked { .. } => timed_out && !reassigned && !by_stalled,
-            Event::Assigned { .. } => {
-                reassigned |= timed_out;
-                false
-            }
-            Event::SettingOffset { partition, .. } | Event::NoCommittedOffset { partition } => {
-                timed_out && owned.contains(partition) && offsets_shown.insert(*partition)
-            }
-            Event::CommitFailed { .. } | Event::LateCommitAnswered { .. } => by_stalled,
-            Event::Lost { .. } => by_stalled,
-            _ => false,
-        };
-        if show {
-            if let Some(line) = e.log_line(&o.topic) {
-                lines.push(line.event());
-            }
-        }
-        if by_stalled && matches!(e.event, Event::Lost { .. }) {
-            break;
-        }
-    }
-    lines
-}
-
-/// The lab's own marker in the members' log.
-fn note(at_ms: Option<u64>, text: String) -> report::LogLine {
-    report::LogLine {
-        at: at_ms.map(hms),
-        level: Level::Note,
-        source: None,
-        text,
-    }
-}
-
-pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
+fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.phase(Phase {
         title: "Redelivery accounting, per generation",
         about: &format!(
             "Every payment the ledger applied twice, by partition and offset: who applied it first, in \
              which generation of the group, and who applied it again. A new owner starts at the \
-             committed offset, as `kafka-consumer-groups.sh --describe --group {}` showed it {} into the \
-             stall.",
+             committed offset, as the lag view below showed it {} into the stall (ours: the \
+             offsets and lag `kafka-consumer-groups.sh --describe --group {}` reports, CONSUMER \
+             being the member's client id, without the tool's GROUP, CONSUMER-ID and HOST).",
+            secs(plan.timing.lag_snapshot.as_millis() as u64),
             f.group,
-            secs(plan.timing.lag_snapshot.as_millis() as u64)
         ),
         predict: "whose generation is the first application in, and whose the second?",
     });
     n.answer();
     n.lag(&base.lag_during);
     n.say(&processed_per_member(f, base));
-    let mut table = Table::new(&[
-        ("PARTITION", Align::Left),
-        ("OFFSETS", Align::Right),
-        ("RECORDS", Align::Right),
-        ("FIRST APPLIED BY", Align::Left),
-        ("APPLIED AGAIN BY", Align::Left),
-    ]);
-    for r in &f.redeliveries {
-        table.row([
-            format!("{}-{}", f.topic, r.partition),
-            format!("{}..{}", r.first_offset, r.last_offset),
-            r.count.to_string(),
-            format!("{} (generation {})", r.first.member, r.first.generation),
-            format!("{} (generation {})", r.second.member, r.second.generation),
-        ]);
-    }
-    n.table(&table);
+    n.table(&redeliveries_table(f));
     let stalled_first = f
         .redeliveries
         .iter()
@@ -316,39 +198,7 @@ pub fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) 
     });
 }
 
-/// The lag table's last column summed per member, the stalled one first.
-fn processed_per_member(f: &Figures, base: &Outcome) -> String {
-    let mut per_member: Vec<(String, u64)> = Vec::new();
-    for row in &base.lag_during {
-        let (Some(member), Some(n)) = (&row.client_id, row.processed_uncommitted) else {
-            continue;
-        };
-        match per_member.iter_mut().find(|(m, _)| m == member) {
-            Some((_, total)) => *total += n,
-            None => per_member.push((member.clone(), n)),
-        }
-    }
-    per_member.sort_by_key(|(m, _)| (*m != f.stalled_member, m.clone()));
-    let list: Vec<String> = per_member
-        .iter()
-        .map(|(m, n)| {
-            let stalled = if *m == f.stalled_member {
-                " (stalled)"
-            } else {
-                ""
-            };
-            format!("{m}{stalled} {n}")
-        })
-        .collect();
-    format!(
-        "PROCESSED is the members' own count, which the tool cannot see: payments applied to the \
-         ledger at or past the committed offset (offset 0 where nothing is committed), which a new \
-         owner would apply again. Per member: {}.",
-        list.join(", ")
-    )
-}
-
-pub fn cooperative(n: &mut Narrator, f: &Figures) {
+fn cooperative(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Eager vs cooperative-sticky",
         about: "The same stall with assignor cooperative-sticky (KIP-429): members keep what they own \
@@ -360,25 +210,7 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
     n.answer();
     let b = &f.scenarios["baseline"];
     let c = &f.scenarios["cooperative"];
-    let mut table = Table::new(&[
-        ("ASSIGNOR", Align::Left),
-        ("REVOKED FROM OTHERS", Align::Right),
-        ("LONGEST PAUSE", Align::Right),
-        ("TOTAL PAUSE", Align::Right),
-        ("REBALANCES", Align::Right),
-        ("DUPLICATES", Align::Right),
-    ]);
-    for s in [b, c] {
-        table.row([
-            s.assignor.to_string(),
-            s.revoked.partitions.to_string(),
-            secs(s.revoked.longest_pause_ms),
-            secs(s.revoked.total_pause_ms),
-            s.rebalances.to_string(),
-            s.duplicates.to_string(),
-        ]);
-    }
-    n.table(&table);
+    n.table(&assignors_table(f));
     let fewer = if c.revoked.partitions < b.revoked.partitions {
         format!(
             "Eager members gave up everything they owned at each of the {} rebalances and waited for the \
@@ -407,7 +239,7 @@ pub fn cooperative(n: &mut Narrator, f: &Figures) {
     n.say(&format!("{fewer} {kept}"));
 }
 
-pub fn static_membership(n: &mut Narrator, f: &Figures) {
+fn static_membership(n: &mut Narrator, f: &Figures) {
     let about = format!(
         "{} restarts (its process is replaced) and is back after {}, within session.timeout.ms ({}). \
          Once as a dynamic member (close sends LeaveGroup, the new process joins with a new member \
@@ -422,25 +254,7 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
         predict: "how many rebalances does each restart cost the group?",
     });
     n.answer();
-    let mut table = Table::new(&[
-        ("MEMBERSHIP", Align::Left),
-        ("REBALANCES", Align::Right),
-        ("REVOKED FROM OTHERS", Align::Right),
-        ("DUPLICATES", Align::Right),
-    ]);
-    for (label, key) in [
-        ("dynamic", "dynamic"),
-        ("static (group.instance.id)", "static"),
-    ] {
-        let s = &f.scenarios[key];
-        table.row([
-            label.to_string(),
-            s.rebalances.to_string(),
-            s.revoked.partitions.to_string(),
-            s.duplicates.to_string(),
-        ]);
-    }
-    n.table(&table);
+    n.table(&membership_table(f));
     let st = &f.scenarios["static"];
     n.say(&if st.rebalances == 0 {
         format!(
@@ -451,13 +265,14 @@ pub fn static_membership(n: &mut Narrator, f: &Figures) {
         )
     } else {
         format!(
-            "The static restart still cost {} rebalance(s), {} partitions revoked from the others.",
-            st.rebalances, st.revoked.partitions
+            "The static restart still cost {}, {} revoked from the others.",
+            count(st.rebalances, "rebalance", "rebalances"),
+            count(st.revoked.partitions, "partition", "partitions"),
         )
     });
 }
 
-pub fn small_batch(n: &mut Narrator, f: &Figures) {
+fn small_batch(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "A smaller max.poll.records",
         about: &format!(
@@ -468,32 +283,20 @@ pub fn small_batch(n: &mut Narrator, f: &Figures) {
         predict: "how many duplicates now?",
     });
     n.answer();
-    let mut table = Table::new(&[
-        ("MAX.POLL.RECORDS", Align::Right),
-        ("PROCESSED, NOT COMMITTED", Align::Right),
-        ("DUPLICATES", Align::Right),
-    ]);
-    for key in ["baseline", "small-batch"] {
-        let s = &f.scenarios[key];
-        table.row([
-            s.max_poll_records.to_string(),
-            s.processed_uncommitted.to_string(),
-            s.duplicates.to_string(),
-        ]);
-    }
-    n.table(&table);
+    n.table(&batches_table(f));
     let (big, small) = (f.duplicates, f.duplicates_small_poll_batch);
     n.say(&if small > 0 && small < big {
         format!(
-            "What is lost to a stall is at most one batch: {small} instead of {big}. Smaller batches \
-             shrink it, at the price of a commit per few records. Fewer duplicates, never none."
+            "Nothing is lost to a stall: what the member processed and did not commit, at most one \
+             batch, is processed again: {small} payments instead of {big}. Smaller batches shrink \
+             it, at the price of a commit per few records. Fewer duplicates, never none."
         )
     } else {
         format!("{small} duplicates with the smaller batches, {big} with the larger.")
     });
 }
 
-pub fn colocated(n: &mut Narrator, f: &Figures) {
+fn colocated(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in the same transaction, keyed by the partition key",
         about: "Source 003's `processed_commands (account_id, command_id)`: the ledger is sharded by \
@@ -510,7 +313,7 @@ pub fn colocated(n: &mut Narrator, f: &Figures) {
     ));
 }
 
-pub fn ttl(n: &mut Narrator, f: &Figures) {
+fn ttl(n: &mut Narrator, f: &Figures) {
     n.phase(Phase {
         title: "Dedup in a separate store with a TTL",
         about: &format!(
@@ -545,8 +348,8 @@ pub fn ttl(n: &mut Narrator, f: &Figures) {
 pub fn summary(f: &Figures) -> Summary {
     let removed = match (&f.late_commit_broker_answer, f.failed_commits) {
         (Some(answer), failed) if failed > 0 => format!(
-            "its heartbeat task left the group, the group rebalanced, and its late commit failed (the \
-             coordinator: {answer})"
+            "its consumer left the group, the group rebalanced, and its late commit failed in the \
+             consumer, unsent, as in Java (sent anyway, the coordinator answers {answer})"
         ),
         _ => "yet its late commit did not fail".to_string(),
     };
@@ -615,32 +418,15 @@ pub fn summary(f: &Figures) -> Summary {
              hand slow calls off and pause the partition meanwhile."
                 .to_string(),
             "Use cooperative-sticky so running members keep consuming, and group.instance.id so \
-             rolling restarts do not rebalance at all."
+             rolling restarts do not rebalance at all. On Kafka 4.0 and later, the consumer \
+             rebalance protocol (KIP-848, group.protocol=consumer) goes further: the coordinator \
+             moves partitions member by member and there is no group-wide stop. That is advice \
+             about Kafka, not shown here: this lab's broker and client speak the classic protocol \
+             (JoinGroup, SyncGroup) only."
                 .to_string(),
             "Make a dedup TTL at least the input topic's retention; treat CommitFailedException as \"this \
              batch will be processed again\"."
                 .to_string(),
         ],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn amounts_durations_and_ordinals_read_well() {
-        assert_eq!(
-            [1, 2, 3, 4, 11, 12, 13, 101, 102, 111, 123].map(ordinal),
-            [
-                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "101st", "102nd", "111th",
-                "123rd"
-            ]
-        );
-        assert_eq!(euros(123_456), "€1,234.56");
-        assert_eq!(euros(-5), "-€0.05");
-        assert_eq!(secs(40_000), "40 s");
-        assert_eq!(secs(150), "150 ms");
-        assert_eq!(secs(1_260), "1.3 s");
     }
 }

@@ -283,8 +283,8 @@ pub fn lineup_opening(n: &mut Narrator, plan: &Plan, ideal: f64) {
          - ring: v tokens per node at hashes of node-3#0, node-3#1, ...; a key's owner: the next token.\n\
          - rendezvous: every node scores the key, the highest score wins.\n\
          - jump: Lamping and Veach's jump consistent hash over buckets 0 to n-1.\n\
-         - fixed slots, a table gives slots to nodes: hash % 4096 (source 004); Redis Cluster: CRC16 % \
-         16384 of the key, or of its hash tag (inside its first non-empty {{...}}); Kafka: murmur2 % {}, as Java's producer partitions.\n\
+         - fixed slots: hash % 4096 (source 004); Redis Cluster: CRC16 % 16384 of the key, or of its \
+         hash tag (its first non-empty {{...}}); Kafka: murmur2 % {} (Java's producer's partitioner).\n\
          No scheme can move fewer than {} of the keys: the share the change takes from the old nodes.",
         thousands(plan.keys as u64),
         plan.from.len(),

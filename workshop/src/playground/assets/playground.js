@@ -7,14 +7,11 @@ let exercise = null;
 let free = null;
 let busy = false;
 
-const exBroker = new BrokerPanel($("ex-broker"), { only: (t) => exercise && t === exercise.topic });
-exBroker.height = 90;
-const freeBroker = new BrokerPanel($("f-broker"), { only: (t) => free && t === free.topic });
-freeBroker.height = 150;
+const exBroker = new BrokerPanel($("ex-broker"), { only: (t) => exercise && t.name === exercise.topic });
+exBroker.height = Math.max(56, Math.round((window.innerHeight - 420) / 3));
+const freeBroker = new BrokerPanel($("f-broker"), { only: (t) => free && t.name === free.topic });
+freeBroker.height = Math.max(80, Math.round((window.innerHeight - 330) / 2));
 
-function esc(text) {
-  return String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
-}
 
 for (let k = 0; k < 12; k++) $("hot-key").insertAdjacentHTML("beforeend", `<option value="${k}">key ${k}</option>`);
 $("f-hot").insertAdjacentHTML("beforeend", `<option value="">none (uniform)</option>`);
@@ -72,7 +69,7 @@ function renderExercise() {
     `<td class="queued${r.queued > 0 ? " busy" : ""}">${r.queued}</td></tr>`).join("");
   $("ex-table").innerHTML = `<tr><th>Partition / keys</th><th>Arrived this step</th><th>Received</th><th>Completed</th><th>Queued now</th></tr>${rows}`;
   const hottest = Math.max(...ex.rows.map((r) => r.share_percent));
-  $("ex-shares").innerHTML = `<div class="dim" style="font-size:16px">Share of all requests received, on a fixed 0–100 % scale (rounded shares may not add up to 100 %)</div>` +
+  $("ex-shares").innerHTML = `<div class="dim note">Share of all requests received, on a fixed 0–100 % scale (rounded shares may not add up to 100 %)</div>` +
     ex.rows.map((r) => `<div class="share" data-partition="${r.partition}"><b>P${r.partition}</b><div class="track">` +
       `<div class="fill${r.share_percent === hottest && r.share_percent > 50 ? " hot" : ""}" style="width:${r.share_percent}%"></div></div>` +
       `<span class="pct">${r.share_percent} %</span></div>`).join("") +

@@ -10,13 +10,16 @@
 //!   partitions added).
 //!
 //! Module map: [`server`] the HTTP server (axum, on a runtime of its own), the embedded pages
-//! and the answers to what it does not serve; [`hub`] the state a page starts from and the
+//! and the answers to what it does not serve; [`guard`] which requests it obeys (the page's own
+//! Host, Origin and JSON); [`listen`] its connections (a cap, a header timeout); [`hub`] the state a page starts from and the
 //! Server-Sent Events that follow, never waiting for a slow page; [`poll`] the broker as
 //! Kafka's APIs show it; [`room`] a lab's view; [`playground`] the exercise and the free mode.
 //! The pages and their scripts are in `assets/`, compiled in with `include_str!`: no CDN, the
 //! page works offline.
 
+pub mod guard;
 pub mod hub;
+pub mod listen;
 pub mod poll;
 pub mod room;
 pub mod server;

@@ -24,6 +24,8 @@ pub const EVERY: Duration = Duration::from_millis(250);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TopicView {
     pub name: String,
+    /// The phase the lab created it in (0 before the first; see [`Watched::introduced`]).
+    pub phase: usize,
     /// Log end offset per partition, in partition order.
     pub log_ends: Vec<i64>,
     /// The groups that committed on this topic or own a partition of it.
@@ -38,11 +40,15 @@ pub struct Consumption {
     pub committed: Vec<Option<i64>>,
     /// The client id of the member owning each partition, if one does.
     pub owners: Vec<Option<String>>,
+    /// The member id of that member (members of one group may share a client id).
+    pub owner_ids: Vec<Option<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GroupView {
     pub name: String,
+    /// The phase the lab named it in (0 before the first).
+    pub phase: usize,
     /// Empty, PreparingRebalance, CompletingRebalance, Stable or Dead.
     pub state: String,
     pub assignor: String,
@@ -146,7 +152,9 @@ impl Poller {
         let admin = self.admin(&cluster.bootstrap).await?;
         let mut errors = Vec::new();
         let mut committed: HashMap<(String, String), Vec<(i32, i64)>> = HashMap::new();
-        let mut owners: HashMap<(String, String), Vec<(i32, String)>> = HashMap::new();
+        // By (topic, group): each owned partition, and its owner's client id and member id.
+        type Owned = Vec<(i32, String, String)>;
+        let mut owners: HashMap<(String, String), Owned> = HashMap::new();
         for group in &cluster.groups {
             match admin.group_lag(group).await {
                 Ok(lag) => {
@@ -159,13 +167,15 @@ impl Poller {
                                 .push((p.partition, c));
                         }
                         if let Some(owner) = &p.owner {
-                            owners
-                                .entry(at)
-                                .or_default()
-                                .push((p.partition, owner.client_id.clone()));
+                            owners.entry(at).or_default().push((
+                                p.partition,
+                                owner.client_id.clone(),
+                                owner.member_id.clone(),
+                            ));
                         }
                     }
-                    let view = self.group_view(group, &lag.description);
+                    let phase = cluster.introduced.get(group).copied().unwrap_or(0);
+                    let view = self.group_view(group, phase, &lag.description);
                     self.groups.insert(group.clone(), view);
                 }
                 Err(e) => errors.push(format!("group {group}: {e}")),
@@ -204,15 +214,19 @@ impl Poller {
                         group: group.clone(),
                         committed: vec![None; log_ends.len()],
                         owners: vec![None; log_ends.len()],
+                        owner_ids: vec![None; log_ends.len()],
                     };
                     for &(p, offset) in done.into_iter().flatten() {
                         if let Some(slot) = c.committed.get_mut(p as usize) {
                             *slot = Some(offset);
                         }
                     }
-                    for (p, client) in owned.into_iter().flatten() {
+                    for (p, client, member) in owned.into_iter().flatten() {
                         if let Some(slot) = c.owners.get_mut(*p as usize) {
                             *slot = Some(client.clone());
+                        }
+                        if let Some(slot) = c.owner_ids.get_mut(*p as usize) {
+                            *slot = Some(member.clone());
                         }
                     }
                     Some(c)
@@ -223,6 +237,7 @@ impl Poller {
                 topic.clone(),
                 TopicView {
                     name,
+                    phase: cluster.introduced.get(topic).copied().unwrap_or(0),
                     log_ends,
                     consumers,
                 },
@@ -234,7 +249,12 @@ impl Poller {
         }
     }
 
-    fn group_view(&mut self, name: &str, d: &client::admin::GroupDescription) -> GroupView {
+    fn group_view(
+        &mut self,
+        name: &str,
+        phase: usize,
+        d: &client::admin::GroupDescription,
+    ) -> GroupView {
         let members: Vec<MemberView> = d
             .members
             .iter()
@@ -265,6 +285,7 @@ impl Poller {
         }
         GroupView {
             name: name.to_string(),
+            phase,
             state: d.state.clone(),
             assignor: d.assignment_strategy.clone(),
             members,

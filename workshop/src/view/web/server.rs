@@ -1,6 +1,10 @@
 //! The HTTP side of the room view: a server on a runtime of its own, the pages and scripts
 //! compiled into the binary, the event stream, and the answers to requests it does not serve.
 //!
+//! Every request passes the [`super::guard`] first (only the page's own Host, Origin and JSON
+//! change anything), bodies are bounded ([`MAX_BODY`]) and connections are served within
+//! [`super::listen`]'s limits.
+//!
 //! The server runs on its own one-worker runtime, not the lab's: a lab may run on a paused
 //! clock (lab rebalance) or keep its runtime busy, and the page must answer all the same. It is
 //! stopped by dropping it; open event streams end with it.
@@ -10,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{sse, IntoResponse, Response};
 use axum::routing::get;
@@ -17,16 +22,26 @@ use axum::Router;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::guard::{self, Guard};
 use super::hub::Hub;
+use super::listen;
 use crate::lab::LabError;
 
 /// The page's stylesheet and the scripts every page shares; each page adds its own.
 const STYLE: &str = include_str!("assets/style.css");
+const COMMON_JS: &str = include_str!("assets/common.js");
 const BROKER_JS: &str = include_str!("assets/broker.js");
 
 /// How often an idle event stream sends a comment, so a closed tab is noticed (the write fails)
 /// and proxies keep the connection.
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// The largest request body read: the page's requests are a few dozen bytes of JSON.
+pub const MAX_BODY: usize = 4 * 1024;
+
+/// Connections the kernel queues before the server accepts them (std's default is 128, which
+/// a burst of idle connections fills, delaying the page's own).
+const BACKLOG: u32 = 1024;
 
 /// A running server.
 pub struct Server {
@@ -35,16 +50,15 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `addr` (failing at once, in one line, if it cannot) and serves `app` there.
+    /// Binds `addr` (failing at once, in one line, if it cannot) and serves `app` there, to
+    /// the requests the [`Guard`] lets through.
     pub fn start(addr: SocketAddr, app: Router) -> Result<Server, LabError> {
-        let listener = std::net::TcpListener::bind(addr).map_err(|e| {
+        let cannot = |e: std::io::Error| {
             LabError::InvalidInput(format!(
                 "cannot serve the room view on {addr}: {e}; give --web another address, for \
                  example 127.0.0.1:0 for any free port"
             ))
-        })?;
-        let addr = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("room-view")
@@ -55,13 +69,24 @@ impl Server {
             })?;
         let listener = {
             let _entered = runtime.enter();
-            tokio::net::TcpListener::from_std(listener)?
-        };
-        runtime.spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(%e, "the room view stopped serving");
+            let socket = match addr {
+                SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+                SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
             }
-        });
+            .map_err(cannot)?;
+            // As std's bind does: a port of a run that just ended is free again at once.
+            socket.set_reuseaddr(true).map_err(cannot)?;
+            socket.bind(addr).map_err(cannot)?;
+            socket.listen(BACKLOG).map_err(cannot)?
+        };
+        let addr = listener.local_addr()?;
+        let app =
+            app.layer(DefaultBodyLimit::max(MAX_BODY))
+                .layer(axum::middleware::from_fn_with_state(
+                    Guard::new(addr),
+                    guard::check,
+                ));
+        runtime.spawn(listen::serve(listener, app));
         Ok(Server {
             addr,
             runtime: Some(runtime),
@@ -107,6 +132,10 @@ pub fn common(page: &'static str, script: &'static str, hub: Arc<Hub>) -> Router
         .route(
             "/assets/style.css",
             get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
+        )
+        .route(
+            "/assets/common.js",
+            get(|| async { asset(COMMON_JS, "text/javascript; charset=utf-8") }),
         )
         .route(
             "/assets/broker.js",

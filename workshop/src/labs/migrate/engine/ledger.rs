@@ -145,6 +145,7 @@ pub struct Audit {
 }
 
 impl Audit {
+    #[cfg(test)]
     pub fn is_clean(&self) -> bool {
         self.lost.is_empty()
             && self.duplicated.is_empty()

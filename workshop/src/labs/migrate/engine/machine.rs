@@ -49,15 +49,6 @@ impl Variant {
     pub fn fences(self) -> bool {
         self != Variant::NoFencing
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::RoutersOnly => "routers only",
-            Variant::CopyOnce => "copy once, then switch",
-            Variant::NoFencing => "no fencing",
-            Variant::Protocol => "the protocol",
-        }
-    }
 }
 
 /// How changes made during the move reach the destination.
@@ -264,16 +255,13 @@ impl Migration {
         self.checkpoint
     }
 
+    #[cfg(test)]
     pub fn validation(&self) -> Option<&Validation> {
         self.validation.as_ref()
     }
 
     pub fn handover(&self) -> Option<&Handover> {
         self.handover.as_ref()
-    }
-
-    pub fn interrupted(&self) -> Option<Phase> {
-        self.interrupted
     }
 
     /// Every record this machine wrote, in order.

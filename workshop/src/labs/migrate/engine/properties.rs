@@ -250,11 +250,9 @@ fn each_naive_variant_loses_in_some_interleavings() {
     ] {
         let (count, first) = failing(variant, rollback);
         assert_eq!(
-            count,
-            expected,
-            "{} (rollback {rollback:?}): {count} of {CASES} cases lost something (first: seed \
-             {first:?})",
-            variant.name()
+            count, expected,
+            "{variant:?} (rollback {rollback:?}): {count} of {CASES} cases lost something \
+             (first: seed {first:?})"
         );
     }
 }

@@ -219,12 +219,9 @@ impl RoutingTable {
         &self.ring
     }
 
+    #[cfg(test)]
     pub fn version(&self) -> u32 {
         self.ring.version
-    }
-
-    pub fn tenant(&self, tenant: u32) -> Option<&TenantRoute> {
-        self.tenants.get(&tenant)
     }
 
     /// The shard that owns a ring position: the first token at or after it (source 004).

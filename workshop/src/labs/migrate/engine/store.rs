@@ -91,6 +91,7 @@ impl Row {
     }
 
     /// Commands that took effect more than once.
+    #[cfg(test)]
     pub fn duplicated(&self) -> usize {
         self.effects.values().filter(|&&n| n > 1).count()
     }
@@ -153,14 +154,6 @@ pub enum ChangeBody {
 }
 
 impl Change {
-    /// The command behind the change, if it is one's effect.
-    pub fn command(&self) -> Option<CommandId> {
-        match &self.body {
-            ChangeBody::Write { cmd, .. } | ChangeBody::Replay { cmd, .. } => Some(*cmd),
-            _ => None,
-        }
-    }
-
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a change serialises")
     }
@@ -279,10 +272,6 @@ impl ShardStore {
             store.take_effect(&change);
         }
         store
-    }
-
-    pub fn id(&self) -> ShardId {
-        self.id
     }
 
     /// The next offset of the shard's changelog.

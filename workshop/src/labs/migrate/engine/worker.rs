@@ -84,10 +84,6 @@ impl Worker {
     pub fn stats(&self) -> &WorkerStats {
         &self.stats
     }
-
-    pub fn switch(&self) -> &Switch {
-        &self.switch
-    }
 }
 
 impl<B: Backend> World<B> {

@@ -145,10 +145,6 @@ impl<B: Backend> World<B> {
         })
     }
 
-    pub fn now(&self) -> LabTime {
-        self.now
-    }
-
     pub fn shard(&self, id: ShardId) -> &ShardStore {
         &self.shards[&id]
     }
@@ -159,10 +155,6 @@ impl<B: Backend> World<B> {
 
     pub fn backend_mut(&mut self) -> &mut B {
         &mut self.backend
-    }
-
-    pub fn settings(&self) -> &Settings {
-        &self.settings
     }
 
     /// The commands instance `i` holds, waiting for a block to end.

@@ -1,111 +1,145 @@
 // The room view of a lab run: the narration phase by phase (each question before its answer),
-// the Reveal / Next phase control, the broker panel, and the store's log as it is written.
-// Everything shown comes from the server's journal of lab events and its broker poller.
+// the Reveal / Next phase control, the broker panel, and the log as it is written.
+// Everything shown comes from the server's journal of lab events and its broker poller, and
+// everything shown belongs to the phase on screen: its question, the topics and groups the lab
+// made in it, the lag the lab measured in it, the log lines written during it.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const broker = new BrokerPanel($("broker"));
-broker.height = 92;
 
 let run; // everything the journal told so far
 let viewing = null; // a phase the trainer clicked back to, or null for the current one
-let shownAnswer = null; // the phase whose answer was last scrolled to
 let peeked = null; // the phase whose open question the trainer chose to show the broker for
 
 function fresh() {
   return {
-    lab: null, expected: "", phases: [], intro: [], waiting: null, progress: null,
-    tail: [], violations: [], summary: null, checks: [], verdict: null, end: null, next: 0,
+    lab: null, expected: "", intro: freshPhase(0, "", ""), phases: [], waiting: null, progress: null,
+    tails: false, // whether the lab follows a live log (Tail events)
+    summary: null, checks: [], verdict: null, end: null, next: 0,
+  };
+}
+
+function freshPhase(number, title, about) {
+  return {
+    number, title, about, question: null, skipped: null, answered: false, items: [],
+    // The log written during this phase, and the violations found in it.
+    tail: [], violations: [],
+    // The last lag the lab measured in this phase, by topic (it drew or printed it).
+    measured: {},
   };
 }
 
 function current() {
-  return run.phases[run.phases.length - 1] || null;
+  return run.phases[run.phases.length - 1] || run.intro;
+}
+
+function shown() {
+  return viewing === null ? current() : run.phases[viewing];
 }
 
 // Lines written while a question is open stay hidden until its answer: the room predicts first.
-function holding() {
-  const phase = current();
-  return phase !== null && phase.question !== null && !phase.answered;
+function holding(phase) {
+  return phase.question !== null && !phase.answered;
+}
+
+// A lag table as the broker panel draws it: one topic's partitions, as the lab measured them.
+function measure(phase, rows, label) {
+  const topics = new Map();
+  for (const r of rows) {
+    if (!topics.has(r.topic)) topics.set(r.topic, []);
+    topics.get(r.topic).push(r);
+  }
+  for (const [topic, list] of topics) {
+    const n = Math.max(...list.map((r) => r.partition)) + 1;
+    const m = {
+      topic, group: list[0].group, label, ends: Array(n).fill(null), committed: Array(n).fill(null),
+      owners: Array(n).fill(null).map(() => [null, null]),
+    };
+    for (const r of list) {
+      m.ends[r.partition] = r.log_end_offset;
+      m.committed[r.partition] = r.current_offset;
+      m.owners[r.partition] = [r.consumer_id, r.client_id];
+    }
+    phase.measured[topic] = m;
+  }
 }
 
 function apply(e) {
   const seq = run.next++;
   const phase = current();
-  const items = phase ? phase.items : run.intro;
   switch (e.event) {
     case "intro": run.lab = e.lab; run.expected = e.expected; break;
     case "phase":
       run.waiting = null;
-      run.phases.push({ number: e.number, title: e.title, about: e.about, question: null, answered: false, items: [] });
+      run.phases.push(freshPhase(e.number, e.title, e.about));
       break;
-    case "question": if (phase) phase.question = e.text; break;
+    case "question": phase.question = e.text; break;
+    case "skipped": phase.skipped = e.reason; break;
     case "waiting": run.waiting = { at: seq, pause: e.pause }; break;
     case "answer":
       run.waiting = null;
-      if (phase) phase.answered = true;
-      for (const l of run.tail) l.held = false;
-      for (const v of run.violations) v.held = false;
+      phase.answered = true;
+      for (const l of phase.tail) l.held = false;
+      for (const v of phase.violations) v.held = false;
       break;
-    case "text": case "table": case "lag": case "log": case "violations":
-      items.push(e); break;
+    case "log":
+      phase.items.push(e);
+      // A lab that does not follow a live log fills the log panel with the lines it shows.
+      if (!run.tails) for (const line of e.lines) phase.tail.push({ line, held: holding(phase) });
+      break;
+    case "lag": phase.items.push(e); measure(phase, e.rows, `as the lab measured it in phase ${phase.number}`); break;
+    case "live": if (e.rows.length) measure(phase, e.rows, `as the lab measures it: ${e.label}`); break;
+    case "text": case "table": case "violations": phase.items.push(e); break;
     case "progress": run.progress = e; break;
     case "done": if (run.progress && run.progress.id === e.id) run.progress = null; break;
     case "tail": {
-      const held = holding();
-      for (const line of e.lines) run.tail.push({ line, held });
-      for (const v of e.violations) run.violations.push({ v, held });
-      if (run.tail.length > 2000) run.tail.splice(0, run.tail.length - 2000);
+      const held = holding(phase);
+      if (!run.tails) for (const p of [run.intro, ...run.phases]) p.tail = [];
+      run.tails = true;
+      for (const line of e.lines) phase.tail.push({ line, held });
+      for (const v of e.violations) phase.violations.push({ v, held });
+      if (phase.tail.length > 2000) phase.tail.splice(0, phase.tail.length - 2000);
       break;
     }
     case "summary": run.waiting = null; run.summary = e; break;
     case "check": run.waiting = null; run.checks.push(e.check); break;
     case "verdict": run.waiting = null; run.verdict = e; break;
     case "end": run.waiting = null; run.end = e; break;
-    default: break; // live: the broker panel draws the broker itself
+    default: break;
   }
-}
-
-function esc(text) {
-  return String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
 }
 
 function paragraphs(text) {
   return text.split("\n").map((l) => `<p>${esc(l)}</p>`).join("");
 }
 
-function table(t) {
+function table(t, id) {
   const head = t.columns.map(([name, align]) => `<th class="${align}">${esc(name)}</th>`).join("");
   const rows = t.rows.map((r) => "<tr>" + r.map((c, i) => `<td class="${t.columns[i][1]}">${esc(c)}</td>`).join("") + "</tr>").join("");
-  return `<table class="evidence"><tr>${head}</tr>${rows}</table>`;
+  return `<table class="evidence"${id ? ` id="${id}"` : ""}><tr>${head}</tr>${rows}</table>`;
 }
 
-// A member by its client id, without the group's name in front (as the broker panel names it).
-function member(r) {
-  if (!r.client_id) return "-";
-  return r.client_id.startsWith(r.group + "-") ? r.client_id.slice(r.group.length + 1) : r.client_id;
-}
-
-// kafka-consumer-groups.sh's columns; one topic is named once above them, so the table fits the
-// narration's half of the screen.
+// kafka-consumer-groups.sh's columns, with the members named as the terminal names them; one
+// topic is named once above them, so the table fits its half of the screen.
 function lagTable(rows) {
+  const names = shortNames(rows.map((r) => [r.consumer_id, r.client_id]));
   const oneTopic = rows.length > 0 && rows.every((r) => r.topic === rows[0].topic);
+  const lag = (r) => (r.current_offset === null || r.log_end_offset === null ? "-" : String(Math.max(0, r.log_end_offset - r.current_offset)));
   const t = {
     columns: [["TOPIC", "left"], ["PARTITION", "right"], ["CURRENT-OFFSET", "right"], ["LOG-END-OFFSET", "right"], ["LAG", "right"], ["CONSUMER", "left"]],
     rows: rows.map((r) => [r.topic, String(r.partition), r.current_offset === null ? "-" : String(r.current_offset),
-      r.log_end_offset === null ? "-" : String(r.log_end_offset),
-      r.current_offset === null || r.log_end_offset === null ? "-" : String(Math.max(0, r.log_end_offset - r.current_offset)),
-      member(r)]),
+      r.log_end_offset === null ? "-" : String(r.log_end_offset), lag(r), names.get(r.consumer_id) || "-"]),
   };
   // The members' own count of what they processed past the committed offset, where the lab has it.
   if (rows.some((r) => r.processed_uncommitted !== undefined)) {
     t.columns.push(["PROCESSED", "right"]);
     t.rows.forEach((cells, i) => cells.push(rows[i].processed_uncommitted === undefined ? "-" : String(rows[i].processed_uncommitted)));
   }
-  if (!oneTopic) return table(t);
+  if (!oneTopic) return table(t, "lag");
   t.columns = t.columns.slice(1);
   t.rows = t.rows.map((r) => r.slice(1));
-  return `<div class="dim">TOPIC ${esc(rows[0].topic)}</div>` + table(t);
+  return `<div class="dim">TOPIC ${esc(rows[0].topic)}</div>` + table(t, "lag");
 }
 
 function logLine(l) {
@@ -129,72 +163,93 @@ function item(e) {
     case "lag": return lagTable(e.rows);
     case "log": return `<div class="log">${e.lines.map(logLine).join("")}</div>`;
     case "violations":
-      return `<div><b class="bad">${e.total} violation${e.total === 1 ? "" : "s"}</b>${e.shown.map(violation).join("")}</div>`;
+      return `<div class="violations-shown"><b class="bad">${e.total} violation${e.total === 1 ? "" : "s"}</b>${e.shown.map(violation).join("")}</div>`;
     default: return "";
   }
 }
 
-function renderStory() {
-  const el = $("story");
-  const pills = run.phases.map((p, i) => {
-    const cls = (viewing === null ? i === run.phases.length - 1 : i === viewing) ? "now" : "done";
-    return `<span class="${cls}" data-phase="${i}">${p.number}. ${esc(p.title)}</span>`;
-  }).join("");
+function pills() {
+  const now = shown();
+  return run.phases.map((p, i) =>
+    `<span class="${p === now ? "now" : ""}" data-phase="${i}" title="${esc(p.title)}">${p.number}</span>`).join("");
+}
+
+function endView() {
   let body = "";
-  const showEnd = viewing === null && (run.summary || run.verdict);
-  if (showEnd) {
-    if (run.summary) {
-      const list = (title, lines) => lines.length ? `<h2>${title}</h2>` + lines.map((l) => `<p>${esc(l)}</p>`).join("") : "";
-      body += `<div class="phase-title">Summary</div>` + list("What happened", run.summary.happened) +
-        list("Why", run.summary.why) + list("What an engineer can do", run.summary.what_to_do);
-    }
-    if (run.checks.length) {
-      body += "<h2>Checks</h2><div class='checks'>" + run.checks.map((c) =>
-        `<div><span class="${c.ok ? "ok" : "bad"}">${c.ok ? "✔" : "✘"}</span> <b>${esc(c.name)}</b>: ${esc(c.detail)}</div>`).join("") + "</div>";
-    }
-    if (run.verdict) {
-      const v = run.verdict;
-      body += `<div class="verdict ${v.shown ? "ok" : "bad"}" id="verdict">${v.shown ? "Shown" : "Not shown"}: ${esc(v.expected)}` +
-        (v.failed.length ? ` <span class="bad">(failed: ${esc(v.failed.join(", "))})</span>` : "") + "</div>";
-    }
-  } else {
-    const phase = viewing === null ? current() : run.phases[viewing];
-    if (!phase) {
-      body = `<div class="phase-title">${esc(run.lab || "")}</div><p class="about">Expected: ${esc(run.expected)}</p>` +
-        run.intro.map(item).join("");
-    } else {
-      body = `<div class="phase-title" id="phase-title">${phase.number}. ${esc(phase.title)}</div>` +
-        (phase.about ? `<p class="about">${esc(phase.about)}</p>` : "") +
-        (phase.question ? `<div class="question" id="question">${esc(phase.question)}</div>` : "") +
-        `<div class="answer" id="answer">` + (phase.answered ? phase.items.map(item).join("")
-          : phase.items.map(item).join("") + (run.waiting && run.waiting.pause === "answer" ? `<p class="hint">Predict, then Reveal.</p>` : "")) + "</div>";
-    }
+  if (run.verdict) {
+    const v = run.verdict;
+    body += `<div class="verdict ${v.shown ? "ok" : "bad"}" id="verdict">${v.shown ? "Shown" : "Not shown"}: ${esc(v.expected)}` +
+      (v.failed.length ? ` <span class="bad">(failed: ${esc(v.failed.join(", "))})</span>` : "") + "</div>";
   }
-  el.innerHTML = `<div id="phases">${pills}</div>` + body;
-  // Once an answer is revealed, the question goes to the top: the evidence follows it.
-  const phase = current();
-  if (viewing === null && phase && phase.answered && shownAnswer !== phase.number && $("question")) {
-    shownAnswer = phase.number;
-    el.scrollTop = $("question").offsetTop - el.offsetTop - 8;
+  if (run.checks.length) {
+    body += "<div class='checks' id='checks'>" + run.checks.map((c) =>
+      `<div><span class="${c.skipped ? "dim" : c.ok ? "ok" : "bad"}">${c.skipped ? "–" : c.ok ? "✔" : "✘"}</span> <b>${esc(c.name)}</b>: ${esc(c.detail)}</div>`).join("") + "</div>";
   }
+  if (run.summary) {
+    const list = (title, lines) => lines.length ? `<h2>${title}</h2>` + lines.map((l) => `<p>${esc(l)}</p>`).join("") : "";
+    body += `<div id="summary">` + list("What happened", run.summary.happened) + list("Why", run.summary.why) +
+      list("What an engineer can do", run.summary.what_to_do) + "</div>";
+  }
+  return { head: `<div class="phase-title" id="phase-title">${run.verdict ? "Verdict" : "Summary"}</div>`, body };
+}
+
+function phaseView(phase) {
+  if (phase.number === 0) {
+    return {
+      head: `<div class="phase-title" id="phase-title">${esc(run.lab || "")}</div>`,
+      body: `<p class="about">Expected: ${esc(run.expected)}</p>` + phase.items.map(item).join(""),
+    };
+  }
+  const head = `<div class="phase-title" id="phase-title">${phase.number}. ${esc(phase.title)}</div>` +
+    (phase.question ? `<div class="question" id="question">${esc(phase.question)}</div>` : "") +
+    (phase.skipped ? `<div class="question skipped" id="skipped">Skipped: ${esc(phase.skipped)}</div>` : "");
+  const waiting = viewing === null && run.waiting && run.waiting.pause === "answer";
+  const about = phase.about ? `<p class="about">${esc(phase.about)}</p>` : "";
+  // Once the answer is out, it comes first: what the phase was about follows it.
+  const body = phase.answered
+    ? `<div class="answer" id="answer">${phase.items.map(item).join("")}</div>` + (about ? `<details><summary>About this phase</summary>${about}</details>` : "")
+    : about + `<div class="answer" id="answer">${phase.items.map(item).join("")}` +
+      (waiting ? `<p class="hint">Predict, then Reveal.</p>` : "") + "</div>";
+  return { head, body };
+}
+
+function renderStory() {
+  const atEnd = viewing === null && (run.summary || run.verdict);
+  const view = atEnd ? endView() : phaseView(shown());
+  $("phases").innerHTML = pills();
+  const key = atEnd ? "end" : `${shown().number}/${shown().answered}`;
+  $("story-head").innerHTML = view.head;
+  const body = $("story-body");
+  // The evidence of a newly opened answer starts at its top; a redraw keeps the trainer's place.
+  const keep = body.dataset.key === key ? body.scrollTop : 0;
+  body.innerHTML = view.body;
+  body.dataset.key = key;
+  body.scrollTop = keep;
 }
 
 function renderTail() {
-  const shown = run.tail.filter((l) => !l.held);
-  const held = run.tail.length - shown.length;
-  const violations = run.violations.filter((v) => !v.held);
+  const phase = shown();
+  const lines = phase.tail.filter((l) => !l.held);
+  const held = phase.tail.length - lines.length;
+  // The violations the lab counts in this phase's evidence, once told; else those found in
+  // the lines written during it.
+  const told = phase.items.filter((e) => e.event === "violations").pop();
+  const violations = told ? told.shown.map((v) => ({ v })) : phase.violations.filter((v) => !v.held);
+  const total = told ? told.total : violations.length;
   const el = $("tail");
   const old = $("log");
   const stick = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 30;
-  if (!run.tail.length && !run.violations.length) {
-    el.innerHTML = "<h2>The store's log</h2><div class='dim'>Nothing written yet.</div>";
+  const title = phase.number ? `Log · phase ${phase.number}` : "Log";
+  if (!phase.tail.length) {
+    el.innerHTML = `<h2>${title}</h2><div class="dim" id="log-empty">No log line written in this phase.</div>`;
     return;
   }
-  el.innerHTML = `<h2>The store's log · ${shown.length} lines · ` +
-    `<span class="${violations.length ? "bad" : ""}" id="violation-count">${violations.length} violation${violations.length === 1 ? "" : "s"}</span></h2>` +
-    (violations.length ? `<div id="violations">${violations.slice(0, 3).map((x) => violation(x.v)).join("")}` +
-      (violations.length > 3 ? `<div class="dim">… and ${violations.length - 3} more</div>` : "") + "</div>" : "") +
-    `<div class="log" id="log">${shown.slice(-150).map((x) => logLine(x.line)).join("")}</div>` +
+  const count = run.tails || told ?
+    ` · <span class="${total ? "bad" : ""}" id="violation-count">${total} violation${total === 1 ? "" : "s"}</span>` : "";
+  el.innerHTML = `<h2>${title} · <span id="log-count">${lines.length}</span> lines${count}</h2>` +
+    (violations.length ? `<div id="violations">${violations.slice(0, 2).map((x) => violation(x.v)).join("")}` +
+      (total > 2 ? `<div class="dim">… and ${total - 2} more</div>` : "") + "</div>" : "") +
+    `<div class="log" id="log">${lines.slice(-150).map((x) => logLine(x.line)).join("")}</div>` +
     (held ? `<div class="hint dim">${held} line${held === 1 ? "" : "s"} written since the question: shown with the answer.</div>` : "");
   const log = $("log");
   if (log && stick) log.scrollTop = log.scrollHeight;
@@ -202,16 +257,14 @@ function renderTail() {
 }
 
 function renderHeader() {
-  $("lab").textContent = run.lab ? `workshop ${run.lab}` : "workshop";
-  const phase = current();
-  $("where").textContent = phase ? `phase ${phase.number}: ${phase.title}` : (run.expected || "");
+  $("lab").textContent = run.lab ? run.lab : "workshop";
   const status = $("status");
   status.className = "status";
   if (run.end) {
-    status.textContent = run.end.error ? `stopped: ${run.end.error}` : `done · exit code ${run.end.exit_code}`;
+    status.textContent = run.end.error ? `stopped: ${run.end.error}` : `done · exit ${run.end.exit_code}`;
     status.className = "status " + (run.end.error || run.end.exit_code ? "ended-bad" : "ended-ok");
   } else if (run.waiting) {
-    status.textContent = run.waiting.pause === "answer" ? "waiting: predict, then Reveal" : "waiting for the next phase";
+    status.textContent = run.waiting.pause === "answer" ? "predict, then Reveal" : "Next when ready";
     status.className = "status waiting";
   } else if (run.progress) {
     status.textContent = `${run.progress.label} ${run.progress.done}/${run.progress.total}`;
@@ -222,18 +275,76 @@ function renderHeader() {
   $("next").disabled = !(run.waiting && run.waiting.pause === "next");
 }
 
-// The broker's figures answer most questions (how many records, which partition lags): while
-// one is open they are blurred, unless the trainer asks to see them.
-function renderHeld() {
-  const phase = current();
-  $("broker-panel").classList.toggle("held", holding() && peeked !== phase.number);
+// The broker panel shows the phase on screen: the topics the lab made in it, or that a group
+// it named reads (a phase that made none shows the last phase's that did), and the lag the lab
+// measured in it once its answer is out.
+// Everything the narration has said up to `phase` (what is on screen of it included).
+function toldSoFar(phase) {
+  const upTo = [run.intro, ...run.phases.slice(0, run.phases.indexOf(phase) + 1)];
+  const parts = [];
+  for (const p of upTo) {
+    parts.push(p.title, p.about, p.question || "");
+    for (const e of p.items) {
+      if (e.event === "text") parts.push(e.text);
+      if (e.event === "table") parts.push(e.table.rows.flat().join(" "), e.table.columns.map((c) => c[0]).join(" "));
+      if (e.event === "lag") parts.push(e.rows.map((r) => r.topic).join(" "));
+      if (e.event === "log") parts.push(e.lines.map((l) => l.text).join(" "));
+    }
+  }
+  return parts.join("\n");
+}
+
+// Whether `text` names `topic` itself, not a longer name it begins (payments, payments-applied).
+function mentions(text, topic) {
+  const quoted = topic.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(`(^|[^\\w.-])${quoted}(?![\\w-]|\\.\\w)`).test(text);
+}
+
+function renderBroker() {
+  const phase = shown();
+  const topics = (broker.view && broker.view.topics) || [];
+  const groups = (broker.view && broker.view.groups) || [];
+  const of = (k) => {
+    const mine = new Set(groups.filter((g) => g.phase === k).map((g) => g.name));
+    return topics.filter((t) => t.phase === k || t.consumers.some((c) => mine.has(c.group))).map((t) => t.name);
+  };
+  // Earlier topics, where the narration so far has named them: a lab that made its topics
+  // before telling (rebalance runs first, then narrates) shows each from the phase that
+  // brings it up.
+  const told = toldSoFar(phase);
+  const named = topics.filter((t) => t.phase < phase.number && mentions(told, t.name)).map((t) => t.name);
+  const names = [...new Set([...of(phase.number), ...named])];
+  const allowed = new Set(names);
+  broker.only = (t) => allowed.has(t.name);
+  broker.empty = "No topic yet in this phase.";
+  const measured = Object.values(phase.measured).filter((m) => allowed.has(m.topic));
+  broker.measured = phase.answered || phase.number === 0 ? measured[measured.length - 1] || null : null;
+  $("broker-phase").textContent = "";
+  broker.render();
+  broker.fit($("broker-panel"), () => $("broker-phase").offsetHeight + $("broker").offsetHeight);
+  $("broker-panel").classList.toggle("held", viewing === null && holding(phase) && peeked !== phase.number);
+}
+
+// A lab that never touches a broker nor writes a log (rehash) gives the story the whole screen;
+// a story whose evidence is wider than its column takes more of the screen from the panels.
+function renderLayout() {
+  const main = $("main");
+  const brokerless = !((broker.view && broker.view.topics.length) || run.intro.tail.length || run.phases.some((p) => p.tail.length));
+  main.classList.toggle("story-only", brokerless);
+  const body = $("story-body");
+  if (!brokerless && !main.classList.contains("wide") && body.scrollWidth > body.clientWidth + 1) {
+    main.classList.add("wide");
+  }
+  // Still wider: its tables' cells wrap.
+  if (body.scrollWidth > body.clientWidth + 1) main.classList.add("tight");
 }
 
 function render() {
   renderHeader();
   renderStory();
   renderTail();
-  renderHeld();
+  renderBroker();
+  renderLayout();
 }
 
 async function release(pause) {
@@ -253,8 +364,8 @@ async function release(pause) {
 }
 
 $("peek").addEventListener("click", () => {
-  peeked = current() && current().number;
-  renderHeld();
+  peeked = current().number;
+  renderBroker();
 });
 $("reveal").addEventListener("click", () => release("answer"));
 $("next").addEventListener("click", () => release("next"));
@@ -264,12 +375,13 @@ document.addEventListener("keydown", (e) => {
   e.preventDefault();
   release(run.waiting.pause);
 });
-$("story").addEventListener("click", (e) => {
+$("phases").addEventListener("click", (e) => {
   const i = e.target.dataset && e.target.dataset.phase;
   if (i === undefined) return;
   viewing = Number(i) === run.phases.length - 1 ? null : Number(i);
-  renderStory();
+  render();
 });
+window.addEventListener("resize", render);
 
 let scheduled = false;
 function soon() {
@@ -284,11 +396,11 @@ function connect() {
     const state = JSON.parse(m.data);
     run = fresh();
     for (const e of state.journal) apply(e);
-    if (state.latest.broker) broker.update(state.latest.broker);
+    if (state.latest.broker) broker.view = state.latest.broker;
     render();
   });
   source.addEventListener("lab", (m) => { apply(JSON.parse(m.data)); soon(); });
-  source.addEventListener("broker", (m) => broker.update(JSON.parse(m.data)));
+  source.addEventListener("broker", (m) => { broker.update(JSON.parse(m.data)); renderBroker(); });
   source.onerror = () => { $("status").textContent = "reconnecting…"; };
 }
 
