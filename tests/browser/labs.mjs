@@ -16,7 +16,7 @@ import { join } from "node:path";
 export const SIZES = [{ width: 1280, height: 720 }, { width: 1024, height: 768 }];
 // A dark room at one size, a light one at the other.
 const SCHEMES = ["dark", "light"];
-export const LABS = ["rehash", "partitions", "hot-tenant", "idempotence", "rebalance", "migrate"];
+export const LABS = ["rehash", "partitions", "hot-tenant", "idempotence", "rebalance", "migrate", "routing"];
 export const SEED = "7";
 
 // What the page shows, read in the page: the moment and the layout.
