@@ -418,3 +418,59 @@ async fn a_moved_leader_and_its_epoch_survive_a_restart_with_the_data_directory(
     broker.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A moved partition's leader epoch is the one Metadata names, on the ListOffsets path too: a
+/// client that read epoch 1 from Metadata and sends it as `current_leader_epoch` is answered
+/// (kafka-python 3.x does this after a move), an older epoch is fenced, a newer one unknown, and
+/// the answer carries epoch 1.
+#[tokio::test]
+async fn list_offsets_checks_the_epoch_metadata_names_after_a_move() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let broker = cluster(BrokerConfig::default()).await;
+    let mut node1 = RawClient::connect(broker.addr()).await;
+    assert_eq!(create_topic(&mut node1, "orders", 3).await, 0);
+    let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+        ReassignableTopic::default()
+            .with_name(topic_name("orders"))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(2)
+                .with_replicas(Some(vec![BrokerId(3)]))]),
+    ]);
+    assert_eq!(
+        node1.call(&request, 0).await.responses[0].partitions[0].error_code,
+        0
+    );
+    assert_eq!(leaders(&mut node1, "orders").await[2], (3, 1, vec![3]));
+
+    let mut node3 = RawClient::connect(broker.addrs()[2]).await;
+    assert_eq!(latest_with_epoch(&mut node3, 1).await, (0, 1));
+    assert_eq!(latest_with_epoch(&mut node3, -1).await, (0, 1));
+    assert_eq!(
+        latest_with_epoch(&mut node3, 0).await.0,
+        ResponseError::FencedLeaderEpoch.code(),
+        "an epoch older than the move's"
+    );
+    assert_eq!(
+        latest_with_epoch(&mut node3, 2).await.0,
+        ResponseError::UnknownLeaderEpoch.code()
+    );
+    broker.shutdown().await;
+}
+
+/// ListOffsets v7 of orders-2's latest offset with `current_leader_epoch`: (error, leader epoch).
+async fn latest_with_epoch(node: &mut RawClient, epoch: i32) -> (i16, i32) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name("orders"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(2)
+                .with_timestamp(-1)
+                .with_current_leader_epoch(epoch)])]);
+    let answer = node.call(&request, 7).await;
+    let p = &answer.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch)
+}

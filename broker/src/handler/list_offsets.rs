@@ -41,15 +41,14 @@ fn timestamp_unsupported(timestamp: i64, version: i16) -> bool {
             .any(|&(special, since)| special == timestamp && version >= since)
 }
 
-/// The leader epoch of every partition here: one broker, never re-elected.
-const LEADER_EPOCH: i32 = 0;
-
 /// Kafka's check of a request's `current_leader_epoch` (`Partition.localLogWithEpochOrThrow`):
-/// -1 is "unknown"; an older epoch is fenced, a newer one not known yet.
-fn check_leader_epoch(current_leader_epoch: i32) -> Result<(), ResponseError> {
+/// -1 is "unknown"; an older epoch is fenced, a newer one not known yet. The partition's epoch
+/// is the one Metadata names: 0, and one more for each leader move of `--nodes N`.
+fn check_leader_epoch(current_leader_epoch: i32, leader_epoch: i32) -> Result<(), ResponseError> {
     match current_leader_epoch {
-        -1 | LEADER_EPOCH => Ok(()),
-        epoch if epoch < LEADER_EPOCH => Err(ResponseError::FencedLeaderEpoch),
+        -1 => Ok(()),
+        epoch if epoch == leader_epoch => Ok(()),
+        epoch if epoch < leader_epoch => Err(ResponseError::FencedLeaderEpoch),
         _ => Err(ResponseError::UnknownLeaderEpoch),
     }
 }
@@ -59,8 +58,6 @@ pub fn handle(
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
-    // Leader epochs exist from v4; setting one below fails to encode.
-    let leader_epoch = if version >= 4 { LEADER_EPOCH } else { -1 };
     let isolation = Isolation::from_code(request.isolation_level);
     let limit = state.config.max_uncompressed_batch_bytes;
     // A partition asked twice is answered once, INVALID_REQUEST (`ListOffsetsRequest`'s
@@ -90,12 +87,15 @@ pub fn handle(
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
                     let log = topic.as_ref().and_then(|t| t.partition(p.partition_index));
+                    let leader_epoch = topic
+                        .as_ref()
+                        .map_or(0, |t| state.cluster.leader(t, p.partition_index).epoch);
                     let outcome = if duplicates.contains(&(t.name.as_str(), p.partition_index)) {
                         Err(ResponseError::InvalidRequest)
                     } else if timestamp_unsupported(p.timestamp, version) {
                         Err(ResponseError::UnsupportedVersion)
                     } else if let Some(log) = log {
-                        check_leader_epoch(p.current_leader_epoch)
+                        check_leader_epoch(p.current_leader_epoch, leader_epoch)
                             .and_then(|()| lookup(&log, p.timestamp, limit, isolation))
                     } else {
                         Err(ResponseError::UnknownTopicOrPartition)
@@ -104,7 +104,12 @@ pub fn handle(
                         Ok((timestamp, offset)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(if offset < 0 { -1 } else { leader_epoch }),
+                            // Leader epochs exist from v4; setting one below fails to encode.
+                            .with_leader_epoch(if offset < 0 || version < 4 {
+                                -1
+                            } else {
+                                leader_epoch
+                            }),
                         Err(error) => response
                             .with_error_code(code(error))
                             .with_timestamp(-1)
