@@ -48,6 +48,8 @@ pub const BROKER_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeConfigs, 1, 1, 4),
     api(ApiKey::DeleteRecords, 0, 0, 2),
     api(ApiKey::InitProducerId, 0, 0, 4),
+    // From v2, the first with current_leader_epoch; Kafka 4.0 removed v0-1 (KIP-896).
+    api(ApiKey::OffsetForLeaderEpoch, 2, 2, 4),
     // Up to the versions before KIP-890's second part (transaction.version 2), which this
     // broker does not offer as a feature.
     api(ApiKey::AddPartitionsToTxn, 0, 0, 3),
@@ -118,6 +120,7 @@ pub fn request_versions(key: ApiKey) -> Option<VersionRange> {
         ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
         ApiKey::DeleteRecords => DeleteRecordsRequest::VERSIONS,
         ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+        ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::VERSIONS,
         ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::VERSIONS,
         ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::VERSIONS,
         ApiKey::EndTxn => EndTxnRequest::VERSIONS,

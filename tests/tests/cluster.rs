@@ -474,3 +474,60 @@ async fn latest_with_epoch(node: &mut RawClient, epoch: i32) -> (i16, i32) {
     let p = &answer.topics[0].partitions[0];
     (p.error_code, p.leader_epoch)
 }
+
+/// OffsetForLeaderEpoch, which a consumer sends to check its position after Metadata names a
+/// newer epoch (kafka-python 3.x retried it for ever when it was missing): on the leader, the
+/// current and any older epoch end at the log end (one copy of the data, nothing truncated), a
+/// later epoch is undefined, an older current epoch is fenced; another node refuses the
+/// partition with NOT_LEADER_OR_FOLLOWER.
+#[tokio::test]
+async fn offset_for_leader_epoch_answers_on_the_leader_after_a_move() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let broker = cluster(BrokerConfig::default()).await;
+    let mut node1 = RawClient::connect(broker.addr()).await;
+    assert_eq!(create_topic(&mut node1, "orders", 3).await, 0);
+    let mut node2 = RawClient::connect(broker.addrs()[1]).await;
+    produce(&mut node2, "orders", 2, values(4), 9).await;
+    let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+        ReassignableTopic::default()
+            .with_name(topic_name("orders"))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(2)
+                .with_replicas(Some(vec![BrokerId(3)]))]),
+    ]);
+    assert_eq!(
+        node1.call(&request, 0).await.responses[0].partitions[0].error_code,
+        0
+    );
+
+    let mut node3 = RawClient::connect(broker.addrs()[2]).await;
+    assert_eq!(epoch_end(&mut node3, 1, 1).await, (0, 1, 4));
+    assert_eq!(epoch_end(&mut node3, 1, 0).await, (0, 0, 4));
+    assert_eq!(epoch_end(&mut node3, -1, 2).await, (0, -1, -1));
+    assert_eq!(
+        epoch_end(&mut node3, 0, 0).await.0,
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(epoch_end(&mut node2, 1, 1).await, (NOT_LEADER, -1, -1));
+    broker.shutdown().await;
+}
+
+/// OffsetForLeaderEpoch v4 for orders-2: (error, leader epoch, end offset).
+async fn epoch_end(node: &mut RawClient, current: i32, epoch: i32) -> (i16, i32, i64) {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(topic_name("orders"))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(2)
+                .with_current_leader_epoch(current)
+                .with_leader_epoch(epoch)])]);
+    let answer = node.call(&request, 4).await;
+    let p = &answer.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}

@@ -91,6 +91,21 @@ fn sample(key: ApiKey, version: i16) -> Option<RequestBody> {
                     ]),
             ]))
         }
+        ApiKey::OffsetForLeaderEpoch => RequestBody::OffsetForLeaderEpoch(
+            OffsetForLeaderEpochRequest::default().with_topics(vec![
+                offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![
+                        offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                            .with_partition(0)
+                            .with_current_leader_epoch(-1)
+                            .with_leader_epoch(0),
+                        offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                            .with_partition(9)
+                            .with_leader_epoch(0),
+                    ]),
+            ]),
+        ),
         ApiKey::AddPartitionsToTxn => RequestBody::AddPartitionsToTxn(
             AddPartitionsToTxnRequest::default()
                 .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
@@ -333,6 +348,7 @@ enum RequestBody {
     AlterConfigs(AlterConfigsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     DeleteRecords(DeleteRecordsRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     AddPartitionsToTxn(AddPartitionsToTxnRequest),
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     EndTxn(EndTxnRequest),
@@ -358,6 +374,7 @@ async fn answers(client: &mut RawClient, body: RequestBody, version: i16) {
         RequestBody::AlterConfigs(r) => drop(client.call(&r, version).await),
         RequestBody::IncrementalAlterConfigs(r) => drop(client.call(&r, version).await),
         RequestBody::DeleteRecords(r) => drop(client.call(&r, version).await),
+        RequestBody::OffsetForLeaderEpoch(r) => drop(client.call(&r, version).await),
         RequestBody::AddPartitionsToTxn(r) => drop(client.call(&r, version).await),
         RequestBody::AddOffsetsToTxn(r) => drop(client.call(&r, version).await),
         RequestBody::EndTxn(r) => drop(client.call(&r, version).await),

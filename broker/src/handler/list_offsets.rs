@@ -44,7 +44,10 @@ fn timestamp_unsupported(timestamp: i64, version: i16) -> bool {
 /// Kafka's check of a request's `current_leader_epoch` (`Partition.localLogWithEpochOrThrow`):
 /// -1 is "unknown"; an older epoch is fenced, a newer one not known yet. The partition's epoch
 /// is the one Metadata names: 0, and one more for each leader move of `--nodes N`.
-fn check_leader_epoch(current_leader_epoch: i32, leader_epoch: i32) -> Result<(), ResponseError> {
+pub(super) fn check_leader_epoch(
+    current_leader_epoch: i32,
+    leader_epoch: i32,
+) -> Result<(), ResponseError> {
     match current_leader_epoch {
         -1 => Ok(()),
         epoch if epoch == leader_epoch => Ok(()),

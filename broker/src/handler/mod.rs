@@ -13,6 +13,7 @@ mod fetch_body;
 mod group_admin;
 mod group_membership;
 mod group_offsets;
+mod leader_epoch;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -122,6 +123,9 @@ pub async fn handle(state: &BrokerState, node: i32, peer: SocketAddr, frame: Byt
         }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(state, r, version))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(leader_epoch::handle(state, r))
         }
         RequestKind::Produce(r) => match produce::handle(state, r, version) {
             produce::ProduceReply::Respond(response) => ResponseKind::Produce(response),

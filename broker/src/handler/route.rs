@@ -26,6 +26,9 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -153,6 +156,17 @@ fn route(state: &BrokerState, node: i32, request: RequestKind) -> Routed {
                 |p| p.partition_index,
             );
             RequestKind::DeleteRecords(r)
+        }
+        RequestKind::OffsetForLeaderEpoch(mut r) => {
+            misrouted.partitions = take_partitions(
+                state,
+                node,
+                &mut r.topics,
+                |t| &t.topic,
+                |t| &mut t.partitions,
+                |p| p.partition,
+            );
+            RequestKind::OffsetForLeaderEpoch(r)
         }
         RequestKind::FindCoordinator(r) => {
             misrouted.coordinator_key = Some(r.key.clone());
@@ -449,6 +463,21 @@ impl Misrouted {
                             .with_error_code(NOT_LEADER)
                             .with_timestamp(-1)
                             .with_offset(-1),
+                    )
+                },
+            ),
+            ResponseKind::OffsetForLeaderEpoch(r) => merge_partitions(
+                &mut r.topics,
+                &self.partitions,
+                |t| &t.topic,
+                |name| OffsetForLeaderTopicResult::default().with_topic(name),
+                |t, index| {
+                    t.partitions.push(
+                        EpochEndOffset::default()
+                            .with_partition(index)
+                            .with_error_code(NOT_LEADER)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1),
                     )
                 },
             ),
