@@ -5,13 +5,13 @@
 # consumer group, `groups wait`, `check order`, and a runner killed with SIGKILL that must leave no
 # broker behind. Installs pytest and confluent-kafka from PyPI into the venv itself.
 #
-#   PACKAGING_BIN_DIR=DIR   where `broker` and `client` are (default: target/release, built here
-#                           if missing)
+#   PACKAGING_BIN_DIR=DIR   where `broker` and `client` are (default: the release directory of
+#                           CARGO_TARGET_DIR or target/, built here if missing)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-BIN_DIR="${PACKAGING_BIN_DIR:-$ROOT/target/release}"
+BIN_DIR="${PACKAGING_BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
 VERSION=0.1.0
 say() { printf '[packaging] %s\n' "$*"; }
 
