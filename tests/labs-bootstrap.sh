@@ -62,8 +62,11 @@ echo "labs-bootstrap: broker at $addr, group.initial.rebalance.delay.ms=3000"
 
 # Every lab as listed, and hot-tenant's step model too.
 runs=()
-while read -r lab _; do
-    runs+=("$lab")
+# One lab per line of `workshop list`; a summary too long for 100 columns goes on under itself,
+# indented, and is no lab.
+while IFS= read -r line; do
+    [[ -z $line || $line == [[:space:]]* ]] && continue
+    runs+=("${line%% *}")
 done < <("$bin/workshop" list)
 runs+=("hot-tenant --steps")
 
