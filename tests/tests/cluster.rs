@@ -425,23 +425,10 @@ async fn a_moved_leader_and_its_epoch_survive_a_restart_with_the_data_directory(
 /// the answer carries epoch 1.
 #[tokio::test]
 async fn list_offsets_checks_the_epoch_metadata_names_after_a_move() {
-    use kafka_protocol::messages::alter_partition_reassignments_request::{
-        ReassignablePartition, ReassignableTopic,
-    };
     let broker = cluster(BrokerConfig::default()).await;
     let mut node1 = RawClient::connect(broker.addr()).await;
     assert_eq!(create_topic(&mut node1, "orders", 3).await, 0);
-    let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
-        ReassignableTopic::default()
-            .with_name(topic_name("orders"))
-            .with_partitions(vec![ReassignablePartition::default()
-                .with_partition_index(2)
-                .with_replicas(Some(vec![BrokerId(3)]))]),
-    ]);
-    assert_eq!(
-        node1.call(&request, 0).await.responses[0].partitions[0].error_code,
-        0
-    );
+    assert_eq!(reassign(&mut node1, "orders", 2, 3).await, 0);
     assert_eq!(leaders(&mut node1, "orders").await[2], (3, 1, vec![3]));
 
     let mut node3 = RawClient::connect(broker.addrs()[2]).await;
@@ -482,25 +469,12 @@ async fn latest_with_epoch(node: &mut RawClient, epoch: i32) -> (i16, i32) {
 /// partition with NOT_LEADER_OR_FOLLOWER.
 #[tokio::test]
 async fn offset_for_leader_epoch_answers_on_the_leader_after_a_move() {
-    use kafka_protocol::messages::alter_partition_reassignments_request::{
-        ReassignablePartition, ReassignableTopic,
-    };
     let broker = cluster(BrokerConfig::default()).await;
     let mut node1 = RawClient::connect(broker.addr()).await;
     assert_eq!(create_topic(&mut node1, "orders", 3).await, 0);
     let mut node2 = RawClient::connect(broker.addrs()[1]).await;
     produce(&mut node2, "orders", 2, values(4), 9).await;
-    let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
-        ReassignableTopic::default()
-            .with_name(topic_name("orders"))
-            .with_partitions(vec![ReassignablePartition::default()
-                .with_partition_index(2)
-                .with_replicas(Some(vec![BrokerId(3)]))]),
-    ]);
-    assert_eq!(
-        node1.call(&request, 0).await.responses[0].partitions[0].error_code,
-        0
-    );
+    assert_eq!(reassign(&mut node1, "orders", 2, 3).await, 0);
 
     let mut node3 = RawClient::connect(broker.addrs()[2]).await;
     assert_eq!(epoch_end(&mut node3, 1, 1).await, (0, 1, 4));
@@ -530,4 +504,19 @@ async fn epoch_end(node: &mut RawClient, current: i32, epoch: i32) -> (i16, i32,
     let answer = node.call(&request, 4).await;
     let p = &answer.topics[0].partitions[0];
     (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// AlterPartitionReassignments v0 moving `topic`-`partition`'s one replica to `to`: its code.
+async fn reassign(node: &mut RawClient, topic: &str, partition: i32, to: i32) -> i16 {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+        ReassignableTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(partition)
+                .with_replicas(Some(vec![BrokerId(to)]))]),
+    ]);
+    node.call(&request, 0).await.responses[0].partitions[0].error_code
 }
