@@ -15,6 +15,7 @@ use tracing::{error, warn};
 
 use crate::durable::write_atomically;
 use crate::file_pool::{FilePool, FileSlot};
+use crate::group_commit::UNSET_FLUSH_WITHIN;
 use crate::segment::{scan, Segment};
 use crate::stored::Stored;
 
@@ -97,7 +98,7 @@ impl DiskLog {
             ticket: 0,
             unflushed_messages: 0,
             flush_messages: None,
-            flush_within: Duration::ZERO,
+            flush_within: UNSET_FLUSH_WITHIN,
             failed: false,
             doomed: Vec::new(),
         })
@@ -123,7 +124,7 @@ impl DiskLog {
             ticket: 0,
             unflushed_messages: 0,
             flush_messages: None,
-            flush_within: Duration::ZERO,
+            flush_within: UNSET_FLUSH_WITHIN,
             failed: false,
             doomed: Vec::new(),
         }
@@ -259,7 +260,7 @@ impl DiskLog {
             ticket: 0,
             unflushed_messages: 0,
             flush_messages: None,
-            flush_within: Duration::ZERO,
+            flush_within: UNSET_FLUSH_WITHIN,
             failed: false,
             doomed: Vec::new(),
         };
@@ -335,7 +336,7 @@ impl DiskLog {
     /// The partition's `flush.messages` and `flush.ms` (`None`: unset, as Kafka's defaults).
     pub fn set_flush(&mut self, messages: Option<u64>, ms: Option<u64>) {
         self.flush_messages = messages;
-        self.flush_within = Duration::from_millis(ms.unwrap_or(0));
+        self.flush_within = ms.map_or(UNSET_FLUSH_WITHIN, Duration::from_millis);
     }
 
     fn active(&self) -> &Segment {

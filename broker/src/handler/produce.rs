@@ -72,8 +72,8 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
                     let outcome = outcome.map(|(log, appended, log_start_offset)| {
                         // Kafka syncs within the append once `flush.messages` is reached, so
                         // the answer, whatever the acks, comes after the disk.
-                        if appended.sync_first {
-                            unsynced.push((topic_at, partition_at, log));
+                        if let Some(round) = appended.sync_first {
+                            unsynced.push((topic_at, partition_at, log, round));
                         }
                         (appended, log_start_offset)
                     });
@@ -121,8 +121,9 @@ pub fn handle(state: &BrokerState, request: ProduceRequest, version: i16) -> Pro
 /// An acks=all answer that may be sent once its partitions' appends are on disk.
 pub struct AwaitingSync {
     response: ProduceResponse,
-    /// (topic index, partition index) in the response, and the log to flush.
-    unsynced: Vec<(usize, usize, Arc<PartitionLog>)>,
+    /// (topic index, partition index) in the response, the log to flush and the group commit
+    /// round that covers the append.
+    unsynced: Vec<(usize, usize, Arc<PartitionLog>, u64)>,
 }
 
 impl AwaitingSync {
@@ -133,9 +134,11 @@ impl AwaitingSync {
             mut response,
             unsynced,
         } = self;
-        let flushes = unsynced.iter().map(|(_, _, log)| log.flush());
+        let flushes = unsynced
+            .iter()
+            .map(|(_, _, log, round)| log.flush_until(*round));
         let results = join_all(flushes).await;
-        for ((topic_at, partition_at, _), result) in unsynced.iter().zip(results) {
+        for ((topic_at, partition_at, ..), result) in unsynced.iter().zip(results) {
             if let Err(error) = result {
                 let p = &mut response.responses[*topic_at].partition_responses[*partition_at];
                 p.error_code = code(error);

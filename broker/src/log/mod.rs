@@ -192,12 +192,13 @@ impl LogState {
     }
 
     /// Writes the batch (to disk first with a data directory) at the log end; returns its base
-    /// offset and whether its answer must wait for the disk (the topic's `flush.messages`).
+    /// offset and, when its answer must wait for the disk (the topic's `flush.messages`), the
+    /// group commit round that covers it.
     fn store(
         &mut self,
         data: BytesMut,
         header: &BatchHeader,
-    ) -> Result<(i64, bool), ResponseError> {
+    ) -> Result<(i64, Option<u64>), ResponseError> {
         let mut data = data;
         let base_offset = self.end;
         set_base_offset(&mut data, base_offset);
@@ -208,14 +209,14 @@ impl LogState {
             // Written before it is visible or acknowledged: nothing a fetch returned or a
             // producer was told can vanish when the process dies (the kernel has it).
             Some(disk) => match disk.append(&data, base_offset, records, header.max_timestamp) {
-                Ok(stored) => stored,
+                Ok((stored, sync_first)) => (stored, sync_first.then_some(disk.ticket)),
                 Err(e) => {
                     tracing::error!("partition write failed, no more appends: {e}");
                     disk.failed = true;
                     return Err(ResponseError::KafkaStorageError);
                 }
             },
-            None => (Stored::Memory(data.freeze()), false),
+            None => (Stored::Memory(data.freeze()), None),
         };
         self.push(header, base_offset, len, stored);
         Ok((base_offset, sync_first))
@@ -230,8 +231,9 @@ pub struct Appended {
     pub duplicate: bool,
     /// The broker's time stamped on the batch (a LogAppendTime topic), else -1.
     pub log_append_time: i64,
-    /// The answer waits for [`PartitionLog::flush`]: the topic's `flush.messages` was reached.
-    pub sync_first: bool,
+    /// The topic's `flush.messages` was reached: the answer waits for
+    /// [`PartitionLog::flush_until`] this group commit round, the first to cover the append.
+    pub sync_first: Option<u64>,
 }
 
 impl Appended {
@@ -415,13 +417,14 @@ impl PartitionLog {
                         "duplicate batch absorbed"
                     );
                     // The original may not be synced yet: with `flush.messages` set, the retry's
-                    // answer waits for the disk (retries are rare; which append reached the
-                    // count is not remembered).
+                    // answer waits for the round covering everything written (retries are rare;
+                    // which append reached the count is not remembered).
+                    let sync_first = self.flush_messages(&state).and(state.disk.as_ref());
                     return Ok(Appended {
                         base_offset,
                         duplicate: true,
                         log_append_time: -1,
-                        sync_first: self.flush_messages(&state).is_some(),
+                        sync_first: sync_first.map(|disk| disk.ticket),
                     });
                 }
             }
@@ -473,14 +476,29 @@ impl PartitionLog {
     /// Returns once everything appended so far is on disk (at once without a data directory).
     /// Waiters share the data directory's group commit rounds.
     pub async fn flush(&self) -> Result<(), ResponseError> {
-        let Some(commit) = &self.commit else {
-            return Ok(());
-        };
         let ticket = match &self.state.lock().disk {
-            Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
             Some(disk) => disk.ticket,
             None => return Ok(()),
         };
+        self.flush_until(ticket).await
+    }
+
+    /// Returns once group commit round `ticket` (an [`Appended::sync_first`]) has ended. Not
+    /// [`Self::flush`]: appends made after the one answered, which a pipelining producer sends
+    /// while the round covering it runs, must not hold its answer back for the next round.
+    pub async fn flush_until(&self, ticket: u64) -> Result<(), ResponseError> {
+        let Some(commit) = &self.commit else {
+            return Ok(());
+        };
+        if self
+            .state
+            .lock()
+            .disk
+            .as_ref()
+            .is_some_and(|disk| disk.failed)
+        {
+            return Err(ResponseError::KafkaStorageError);
+        }
         commit.wait(ticket).await.map_err(|e| {
             tracing::error!("partition sync failed, no more appends: {e}");
             if let Some(disk) = &mut self.state.lock().disk {

@@ -405,7 +405,7 @@ fn the_append_that_reaches_flush_messages_waits_for_the_disk() {
         let (mut bytes, _) = batch(count, 10, 100);
         bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes());
         let header = BatchHeader::parse(&bytes).unwrap();
-        log.append(&bytes, &header).unwrap().sync_first
+        log.append(&bytes, &header).unwrap().sync_first.is_some()
     };
     // Kafka's default: no answer waits.
     assert!(!sync_first(1000));
@@ -430,6 +430,60 @@ fn the_append_that_reaches_flush_messages_waits_for_the_disk() {
     let (mut bytes, _) = batch(1, 10, 100);
     bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes());
     let header = BatchHeader::parse(&bytes).unwrap();
-    assert!(!memory.append(&bytes, &header).unwrap().sync_first);
+    assert!(memory.append(&bytes, &header).unwrap().sync_first.is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_waits_for_the_round_that_covered_its_append_not_a_later_one() {
+    let dir = test_dir("group-commit-ticket-test");
+    let logs = disk_partitions(&dir, 1);
+    let log = &logs[0];
+    log.set_policy(LogPolicy {
+        flush_messages: Some(1),
+        ..LogPolicy::default()
+    });
+    let commit = log.commit.clone().unwrap();
+    let mut appended = |count| {
+        let (mut bytes, _) = batch(count, 10, 100);
+        bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+        let header = BatchHeader::parse(&bytes).unwrap();
+        log.append(&bytes, &header).unwrap().sync_first.unwrap()
+    };
+    // A connection's first produce is appended and its round synced; the next produce, read
+    // while that round ran, is appended before the first answer is sent.
+    let first = appended(1);
+    commit.wait(first).await.unwrap();
+    let second = appended(1);
+    assert_eq!((first, second), (1, 2));
+    // The first answer needs no second round: one that did would make every answer of a
+    // pipelining producer wait for the appends after it.
+    log.flush_until(first).await.unwrap();
+    assert_eq!(commit.rounds(), 1);
+    log.flush_until(second).await.unwrap();
+    assert_eq!(commit.rounds(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_flush_ms_unset_the_background_syncs_a_write_within_a_second() {
+    let dir = test_dir("group-commit-unset-test");
+    let logs = disk_partitions(&dir, 1);
+    let log = &logs[0];
+    let commit = log.commit.clone().unwrap();
+    let background = {
+        let commit = commit.clone();
+        tokio::spawn(async move { commit.run_background().await })
+    };
+    // A steady stream of writes: one round a second, not one after another.
+    for _ in 0..10 {
+        append(log, 1, 10, 100);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ticket = log.state.lock().disk.as_ref().unwrap().ticket;
+    assert_eq!(commit.rounds(), 0);
+    commit.ended(ticket).await;
+    assert_eq!((commit.rounds(), commit.file_syncs()), (1, 1));
+    background.abort();
     std::fs::remove_dir_all(&dir).unwrap();
 }
