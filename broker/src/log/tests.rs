@@ -444,7 +444,7 @@ async fn an_answer_waits_for_the_round_that_covered_its_append_not_a_later_one()
         ..LogPolicy::default()
     });
     let commit = log.commit.clone().unwrap();
-    let mut appended = |count| {
+    let appended = |count| {
         let (mut bytes, _) = batch(count, 10, 100);
         bytes[43..51].copy_from_slice(&(-1i64).to_be_bytes());
         let header = BatchHeader::parse(&bytes).unwrap();
