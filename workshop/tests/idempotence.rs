@@ -254,34 +254,11 @@ fn against_a_separately_started_broker_the_figures_are_the_same() {
     assert_eq!(remote.figures, embedded);
 
     // Everything the lab created is gone again.
-    let topics = tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let client = client::Client::connect(client::ClientConfig::new(&broker.addr))
-            .await
-            .unwrap();
-        client::Admin::new(client).list_topics().await.unwrap()
-    });
-    assert!(topics.is_empty(), "left behind: {topics:?}");
-}
-
-/// Runs the lab with `--check --bootstrap addr` and `args` as the room would see it, and checks
-/// that it left no topic or group behind (a skipped phase creates none); returns the report and
-/// the terminal's text (plain, 100 columns).
-fn run_against(addr: &str, args: &[&str]) -> (LabReport, String) {
-    let recorder = workshop::lab::report::Recorder::new();
-    let view = recorder.clone();
-    let args = [&["idempotence", "--check", "--bootstrap", addr][..], args].concat();
-    let outcome = workshop::run_with(args, |n| n.subscribe(Box::new(view))).unwrap();
-    let report = outcome.report().unwrap().clone();
-    let text = workshop::view::terminal::Terminal::render(
-        &recorder.events(),
-        workshop::view::terminal::TerminalOptions::plain(100),
-    );
-    let (topics, groups) = support::leftovers(addr);
+    let (topics, groups) = support::leftovers(&broker.addr);
     assert!(
         topics.is_empty() && groups.is_empty(),
-        "{topics:?} {groups:?}"
+        "left behind: {topics:?} {groups:?}"
     );
-    (report, text)
 }
 
 /// A cluster without CreatePartitions (tansu offers none): the partition change is skipped and
@@ -293,7 +270,7 @@ fn on_a_cluster_without_create_partitions_that_phase_is_skipped_and_the_rest_run
         ::tests::BrokerConfig::default(),
         client::ApiKey::CreatePartitions as i16,
     ));
-    let (report, text) = run_against(&cluster.addr.to_string(), &[]);
+    let (report, text) = support::narrated_against("idempotence", &cluster.addr.to_string(), &[]);
     let reason = "this cluster does not offer CreatePartitions";
     assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
     assert_eq!(report.skipped[0].reason, reason);
@@ -358,7 +335,8 @@ fn on_a_cluster_without_transactional_ids_the_zombie_phase_is_skipped_and_the_re
         ::tests::BrokerConfig::default(),
     ));
     let scale = ["--records", "40", "--lost-acks", "5", "--resends", "8"];
-    let (report, text) = run_against(&cluster.addr.to_string(), &scale);
+    let (report, text) =
+        support::narrated_against("idempotence", &cluster.addr.to_string(), &scale);
     let reason = "this cluster does not offer transactional ids (it answered UNSUPPORTED_VERSION)";
     assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
     assert_eq!(report.skipped[0].reason, reason);
@@ -414,7 +392,7 @@ fn on_a_cluster_without_init_producer_id_only_the_plain_producer_runs() {
         ::tests::BrokerConfig::default(),
         client::ApiKey::InitProducerId as i16,
     ));
-    let (report, text) = run_against(&cluster.addr.to_string(), &[]);
+    let (report, text) = support::narrated_against("idempotence", &cluster.addr.to_string(), &[]);
     let reason = "this cluster does not offer InitProducerId (idempotent producers)";
     let skipped: Vec<(&str, &str)> = report
         .skipped

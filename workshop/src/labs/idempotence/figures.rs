@@ -255,8 +255,8 @@ fn rows(log: &LogCount, sends: &Sends) -> Vec<PartitionRow> {
 
 pub fn loss_rows(run: &LossRun) -> Vec<PartitionRow> {
     let sends = Sends {
-        sent: run.sent_by_partition(),
-        lost: run.lost_by_partition(),
+        sent: run.by_partition(|_| 1),
+        lost: run.by_partition(|s| s.lost.len() as u64),
         resent: BTreeMap::new(),
     };
     rows(&run.log, &sends)
@@ -305,42 +305,38 @@ pub fn verdict(f: &Figures, skips: &Skips) -> Checks {
             f.acks_lost, f.duplicates_without_idempotence
         ),
     );
-    const DEFAULTS: &str = "none on Kafka's defaults";
-    match f.duplicates_with_defaults {
-        Some(dups) => {
-            checks.check(
-                DEFAULTS,
-                dups == 0,
-                format!("a producer on Kafka's defaults: {dups} duplicates (must be 0)"),
-            );
+    let no_idempotence = not_run("no idempotent producer ran", skips.idempotent);
+    let mut check = |name: &str, ran: Option<(bool, String)>, why: &str| match ran {
+        Some((ok, detail)) => {
+            checks.check(name, ok, detail);
         }
-        None => checks.skip(
-            DEFAULTS,
-            not_run("no idempotent producer ran", skips.idempotent),
-        ),
-    }
-    const IDEMPOTENT: &str = "none with idempotence";
-    match &f.idempotence {
-        Some(i) => {
-            checks.check(
-                IDEMPOTENT,
+        None => checks.skip(name, why),
+    };
+    check(
+        "none on Kafka's defaults",
+        f.duplicates_with_defaults.map(|dups| {
+            let detail = format!("a producer on Kafka's defaults: {dups} duplicates (must be 0)");
+            (dups == 0, detail)
+        }),
+        &no_idempotence,
+    );
+    check(
+        "none with idempotence",
+        f.idempotence.as_ref().map(|i| {
+            (
                 i.acks_lost_with_idempotence == f.acks_lost && i.duplicates_with_idempotence == 0,
                 format!(
                     "with idempotence: the same {} acknowledgements lost, {} duplicates (must be 0)",
                     i.acks_lost_with_idempotence, i.duplicates_with_idempotence
                 ),
-            );
-        }
-        None => checks.skip(
-            IDEMPOTENT,
-            not_run("no idempotent producer ran", skips.idempotent),
-        ),
-    }
-    const PARTITION_CHANGE: &str = "duplicates after the partition change";
-    match &f.partition_change {
-        Some(c) => {
-            checks.check(
-                PARTITION_CHANGE,
+            )
+        }),
+        &no_idempotence,
+    );
+    check(
+        "duplicates after the partition change",
+        f.partition_change.as_ref().map(|c| {
+            (
                 c.duplicates_after_partition_change > 0 && c.duplicates_in_another_partition > 0,
                 format!(
                     "after {} -> {} partitions: {} duplicates, {} of them in another partition than their first copy (both must be above 0)",
@@ -349,18 +345,14 @@ pub fn verdict(f: &Figures, skips: &Skips) -> Checks {
                     c.duplicates_after_partition_change,
                     c.duplicates_in_another_partition
                 ),
-            );
-        }
-        None => checks.skip(
-            PARTITION_CHANGE,
-            not_run("the partition change was not made", skips.resize),
-        ),
-    }
-    const RESTARTS: &str = "duplicates after restarts";
-    match &f.restarts {
-        Some(r) => {
-            checks.check(
-                RESTARTS,
+            )
+        }),
+        &not_run("the partition change was not made", skips.resize),
+    );
+    check(
+        "duplicates after restarts",
+        f.restarts.as_ref().map(|r| {
+            (
                 r.duplicates_after_producer_restart > 0
                     && r.producer_ids_after_restarts == r.producer_restarts + 1,
                 format!(
@@ -369,27 +361,28 @@ pub fn verdict(f: &Figures, skips: &Skips) -> Checks {
                     r.producer_ids_after_restarts,
                     r.duplicates_after_producer_restart
                 ),
-            );
-        }
-        None => checks.skip(
-            RESTARTS,
-            not_run("the relay's producers did not run", skips.restart),
-        ),
-    }
-    const UNFENCED: &str = "zombie accepted without fencing";
-    const FENCED: &str = "zombie fenced";
-    match &f.fencing {
-        Some(z) => {
-            checks.check(
-                UNFENCED,
+            )
+        }),
+        &not_run("the relay's producers did not run", skips.restart),
+    );
+    let no_zombie = not_run("the zombie writer did not run", skips.zombie);
+    check(
+        "zombie accepted without fencing",
+        f.fencing.as_ref().map(|z| {
+            (
                 z.zombie_writes_accepted_without_fencing > 0 && z.updates_lost_without_fencing > 0,
                 format!(
                     "without fencing: {} writes of the zombie accepted, {} updates of its successor lost (must be above 0)",
                     z.zombie_writes_accepted_without_fencing, z.updates_lost_without_fencing
                 ),
-            );
-            checks.check(
-                FENCED,
+            )
+        }),
+        &no_zombie,
+    );
+    check(
+        "zombie fenced",
+        f.fencing.as_ref().map(|z| {
+            (
                 z.zombie_fenced
                     && z.zombie_writes_accepted_with_fencing == 0
                     && z.updates_lost_with_fencing == 0,
@@ -400,14 +393,10 @@ pub fn verdict(f: &Figures, skips: &Skips) -> Checks {
                     z.zombie_writes_accepted_with_fencing,
                     z.updates_lost_with_fencing
                 ),
-            );
-        }
-        None => {
-            let reason = not_run("the zombie writer did not run", skips.zombie);
-            checks.skip(UNFENCED, reason.clone());
-            checks.skip(FENCED, reason);
-        }
-    }
+            )
+        }),
+        &no_zombie,
+    );
     checks
 }
 

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 
 use broker::faults::{DropBudget, Fault};
-use client::{AckLoss, LostAck, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
+use client::{AckLoss, LostAck, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
 
 use super::copies::LogCount;
-use super::{producer_config, send_error, Plan};
+use super::{producer_config, start, Plan};
 use crate::lab::report::Progress;
-use crate::lab::target::{self, Cluster};
+use crate::lab::target::{self, broker_error, Cluster};
 use crate::lab::LabError;
 
 /// One payment as the producer saw it.
@@ -37,22 +37,13 @@ pub struct LossRun {
 }
 
 impl LossRun {
-    /// Acknowledgements lost, per partition.
-    pub fn lost_by_partition(&self) -> BTreeMap<i32, u64> {
-        let mut lost = BTreeMap::new();
+    /// `count` of each payment, summed per partition.
+    pub fn by_partition(&self, count: impl Fn(&Sent) -> u64) -> BTreeMap<i32, u64> {
+        let mut sums = BTreeMap::new();
         for sent in &self.sent {
-            *lost.entry(sent.partition).or_default() += sent.lost.len() as u64;
+            *sums.entry(sent.partition).or_default() += count(sent);
         }
-        lost
-    }
-
-    /// Payments acknowledged, per partition.
-    pub fn sent_by_partition(&self) -> BTreeMap<i32, u64> {
-        let mut sent = BTreeMap::new();
-        for s in &self.sent {
-            *sent.entry(s.partition).or_default() += 1;
-        }
-        sent
+        sums
     }
 }
 
@@ -150,12 +141,7 @@ async fn send_payments(
     progress: &Progress,
 ) -> Result<LossRun, LabError> {
     let idempotent = config.enable_idempotence;
-    let producer = Producer::new(cluster.client().clone(), config)
-        .map_err(|e| send_error("starting the producer", &e))?;
-    let id = producer
-        .producer_id()
-        .await
-        .map_err(|e| send_error("InitProducerId", &e))?;
+    let (producer, id) = start(cluster, config, "starting the producer").await?;
     let mut sent = Vec::with_capacity(plan.records as usize);
     for i in 0..plan.records {
         let (payment, account) = (payment_id(i), account_of(i));
@@ -164,7 +150,7 @@ async fn send_payments(
         let meta = producer
             .send_and_wait(record)
             .await
-            .map_err(|e| send_error(&format!("sending {payment}"), &e))?;
+            .map_err(|e| broker_error(&format!("sending {payment}"), &e))?;
         sent.push(Sent {
             id: payment,
             partition: meta.partition,

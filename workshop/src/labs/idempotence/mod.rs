@@ -28,10 +28,10 @@ mod zombie;
 
 use std::time::Duration;
 
-use client::{AckLoss, ProducerConfig, RetryPolicy};
+use client::{AckLoss, Producer, ProducerConfig, ProducerIdAndEpoch, RetryPolicy};
 
 use crate::lab::report::{LabReport, SkippedPhase};
-use crate::lab::target::{self, Cluster};
+use crate::lab::target::{self, broker_error, Cluster};
 use crate::lab::{Lab, LabContext, LabError};
 use figures::Figures;
 pub use plan::IdempotenceArgs;
@@ -102,9 +102,31 @@ fn producer_config(idempotent: bool, lose_acks: Option<AckLoss>) -> ProducerConf
     }
 }
 
-/// A producer error the lab did not cause on purpose, as one line.
-fn send_error(what: &str, err: &client::Error) -> LabError {
-    target::broker_error(what, err)
+/// Starts a producer and asks for its producer id (`None` when it is not idempotent); a failure
+/// of either is one line saying `what` was being done.
+async fn start(
+    cluster: &Cluster,
+    config: ProducerConfig,
+    what: &str,
+) -> Result<(Producer, Option<ProducerIdAndEpoch>), LabError> {
+    let producer =
+        Producer::new(cluster.client().clone(), config).map_err(|e| broker_error(what, &e))?;
+    let id = producer
+        .producer_id()
+        .await
+        .map_err(|e| broker_error(what, &e))?;
+    Ok((producer, id))
+}
+
+/// [`start`] for an idempotent producer, which has an id.
+async fn start_idempotent(
+    cluster: &Cluster,
+    config: ProducerConfig,
+    what: &str,
+) -> Result<(Producer, ProducerIdAndEpoch), LabError> {
+    let (producer, id) = start(cluster, config, what).await?;
+    let id = id.ok_or_else(|| LabError::Internal("an idempotent producer without an id".into()))?;
+    Ok((producer, id))
 }
 
 #[cfg(test)]
@@ -113,7 +135,6 @@ mod tests {
     use crate::lab::report::Narrator;
     use crate::lab::stop::Stop;
     use crate::lab::Target;
-    use broker::faults::Fault;
     use client::ApiKey;
 
     /// A broker that answers every produce a minute late: phase 1 (its two producers) ends at its
@@ -136,28 +157,17 @@ mod tests {
             accounts: 1,
         })
         .unwrap();
-        let cluster = Cluster::open(&ctx.target, &ctx.stop, "test").await.unwrap();
-        cluster.embedded().unwrap().faults().add(Fault::Delay {
-            api: Some(ApiKey::Produce),
-            delay: Duration::from_secs(60),
-        });
+        let cluster = Cluster::slowed(ApiKey::Produce, Duration::from_secs(60)).await;
         let started = tokio::time::Instant::now();
-        let err = match story::phases(&cluster, &plan, &mut ctx).await {
-            Err(e) => e.to_string(),
-            Ok(_) => panic!("phase 1 finished against a broker that does not answer"),
-        };
-        // The deadline starts with the phase, a moment after the broker (its first timers).
-        let elapsed = started.elapsed();
-        assert!(
-            elapsed >= Duration::from_secs(22) && elapsed < Duration::from_secs(23),
-            "{elapsed:?}"
-        );
-        assert_eq!(
-            err,
+        let ran = story::phases(&cluster, &plan, &mut ctx).await;
+        crate::lab::deadline::assert_too_slow(
+            ran,
+            started.elapsed(),
+            Duration::from_secs(22),
             "phase 1 (Lost acknowledgements, no idempotence) was too slow: not done within 22 s \
              (12 round trips x 1 s + 4 records x 25 µs + 10 s); it was sending payments, 0 of 4 \
              done. Is the broker overloaded or slowed down? A smaller run (fewer records) needs \
-             less time"
+             less time",
         );
         cluster.close().await;
     }

@@ -39,15 +39,16 @@ pub struct IdempotenceArgs {
     pub accounts: u32,
 }
 
-/// The flags, checked against each other.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    pub records: u32,
-    pub lost_acks: u64,
-    pub partitions: i32,
-    pub resends: u32,
-    pub restarts: u32,
-    pub accounts: u32,
+/// The flags, checked against each other; the phases read them through it.
+#[derive(Debug, Clone)]
+pub struct Plan(IdempotenceArgs);
+
+impl std::ops::Deref for Plan {
+    type Target = IdempotenceArgs;
+
+    fn deref(&self) -> &IdempotenceArgs {
+        &self.0
+    }
 }
 
 impl Plan {
@@ -73,18 +74,9 @@ impl Plan {
                 args.records - 1
             ));
         }
-        Ok(Plan {
-            records: args.records,
-            lost_acks: args.lost_acks,
-            partitions: args.partitions,
-            resends: args.resends,
-            restarts: args.restarts,
-            accounts: args.accounts,
-        })
+        Ok(Plan(args.clone()))
     }
-}
 
-impl Plan {
     /// The work of a phase whose producers make `runs` runs of `sends` requests each, every one
     /// waiting for its answer (no linger), and read what they wrote back in bulk.
     pub fn sends(&self, runs: u64, sends: u64) -> Work {

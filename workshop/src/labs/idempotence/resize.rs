@@ -9,9 +9,9 @@ use rand::seq::index::sample;
 use rand_chacha::ChaCha8Rng;
 
 use super::copies::LogCount;
-use super::{producer_config, send_error, Plan};
+use super::{producer_config, Plan};
 use crate::lab::report::Progress;
-use crate::lab::target::Cluster;
+use crate::lab::target::{broker_error, Cluster};
 use crate::lab::LabError;
 
 /// One order sent twice.
@@ -59,7 +59,7 @@ pub async fn run(
     let (before, after) = (plan.partitions, plan.partitions * 2);
     let topic = cluster.create_topic("orders", before).await?;
     let producer = Producer::new(cluster.client().clone(), producer_config(true, None))
-        .map_err(|e| send_error("starting the producer", &e))?;
+        .map_err(|e| broker_error("starting the producer", &e))?;
     // Keyed by order id: every event of an order goes to the order's partition. All in flight
     // at once; offsets still follow the send order within each partition.
     let mut deliveries = Vec::with_capacity(plan.records as usize);
@@ -67,34 +67,25 @@ pub async fn run(
         let id = order_id(i);
         let record = ProducerRecord::new(&topic).key(&id).value(&id);
         let delivery = producer.send(record).await;
-        deliveries.push(delivery.map_err(|e| send_error(&format!("sending {id}"), &e))?);
+        deliveries.push(delivery.map_err(|e| broker_error(&format!("sending {id}"), &e))?);
     }
     let mut first = Vec::with_capacity(deliveries.len());
     for (i, delivery) in deliveries.into_iter().enumerate() {
         let sent = delivery.wait().await;
-        first.push(sent.map_err(|e| send_error(&format!("sending order {i}"), &e))?);
+        first.push(sent.map_err(|e| broker_error(&format!("sending order {i}"), &e))?);
         progress.inc();
     }
     cluster.grow_topic(&topic, after).await?;
-    let send = |i: u32| {
-        let (producer, topic) = (&producer, &topic);
-        async move {
-            let id = order_id(i);
-            let record = ProducerRecord::new(topic).key(&id).value(&id);
-            producer
-                .send_and_wait(record)
-                .await
-                .map_err(|e| send_error(&format!("re-sending {id}"), &e))
-        }
-    };
     let mut resent = Vec::with_capacity(chosen.len());
     for i in chosen {
-        let again = send(i).await?;
-        resent.push(Resend {
-            id: order_id(i),
-            first: first[i as usize],
-            again,
-        });
+        let id = order_id(i);
+        let record = ProducerRecord::new(&topic).key(&id).value(&id);
+        let again = producer
+            .send_and_wait(record)
+            .await
+            .map_err(|e| broker_error(&format!("re-sending {id}"), &e))?;
+        let first = first[i as usize];
+        resent.push(Resend { id, first, again });
     }
     producer.close().await;
     let log = LogCount::of(&cluster.read_topic(&topic).await?);

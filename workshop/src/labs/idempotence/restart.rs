@@ -4,16 +4,14 @@
 //! replaced). The next instance gets a new producer id and sends the unconfirmed event again,
 //! from sequence 0: the broker has no reason to think it has seen it.
 
-use client::{
-    AckLoss, Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord, RetryPolicy,
-};
+use client::{AckLoss, Error, ProducerConfig, ProducerIdAndEpoch, ProducerRecord, RetryPolicy};
 use rand::seq::index::sample;
 use rand_chacha::ChaCha8Rng;
 
 use super::copies::LogCount;
-use super::{producer_config, send_error, Plan};
+use super::{producer_config, start_idempotent, Plan};
 use crate::lab::report::Progress;
-use crate::lab::target::Cluster;
+use crate::lab::target::{broker_error, Cluster};
 use crate::lab::LabError;
 
 /// One instance of the relay, from start to death (or to the end of the events).
@@ -60,13 +58,7 @@ pub async fn run(
             retry: RetryPolicy::none(),
             ..producer_config(true, None)
         };
-        let producer = Producer::new(cluster.client().clone(), config)
-            .map_err(|e| send_error("starting the producer", &e))?;
-        let id = producer
-            .producer_id()
-            .await
-            .map_err(|e| send_error("InitProducerId", &e))?
-            .ok_or_else(|| LabError::Internal("an idempotent producer without an id".into()))?;
+        let (producer, id) = start_idempotent(cluster, config, "starting the producer").await?;
         let mut instance = Instance {
             producer: id,
             acknowledged: 0,
@@ -89,7 +81,7 @@ pub async fn run(
                     // `next` stays: the next instance sends this event again.
                     break;
                 }
-                Err(e) => return Err(send_error(&format!("sending {event}"), &e)),
+                Err(e) => return Err(broker_error(&format!("sending {event}"), &e)),
             }
         }
         instances.push(instance);

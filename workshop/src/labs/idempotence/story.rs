@@ -29,12 +29,8 @@ pub async fn phases(
     ctx: &mut LabContext,
 ) -> Result<Runs, LabError> {
     let n = &mut ctx.narrator;
-    intro(
-        n,
-        super::Idempotence::NAME,
-        super::EXPECTED,
-        &cluster.describe(),
-    );
+    n.intro(super::Idempotence::NAME, super::EXPECTED);
+    n.say(&format!("Running against {}.", cluster.describe()));
     // Every random choice comes from the seed: which acknowledgements are lost (the same ones
     // in phases 1 and 2), which orders are re-sent, where the relay dies.
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
@@ -187,11 +183,6 @@ async fn idempotent_phase(
     evidence::lost_acks_evidence(n, &idempotent, &figures::loss_rows(&idempotent));
     evidence::broker_side(n, plan, broker_side.as_ref());
     Ok((idempotent, broker_side))
-}
-
-pub fn intro(n: &mut Narrator, lab: &str, expected: &str, target: &str) {
-    n.intro(lab, expected);
-    n.say(&format!("Running against {target}."));
 }
 
 pub fn lost_acks_opening(n: &mut Narrator, plan: &Plan, topic: &str) {

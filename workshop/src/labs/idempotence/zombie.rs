@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 use client::{Error, Producer, ProducerConfig, ProducerIdAndEpoch, ProducerRecord};
 
-use super::{producer_config, send_error, Plan};
-use crate::lab::target::Cluster;
+use super::{producer_config, start_idempotent, Plan};
+use crate::lab::target::{broker_error, Cluster};
 use crate::lab::LabError;
 
 /// PRODUCER_FENCED (the transaction coordinator, Kafka 2.7+, KIP-588) and INVALID_PRODUCER_EPOCH
@@ -116,18 +116,10 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
         .await?;
     // A transactional id is cluster-wide state: unique per run under --bootstrap, like topics.
     let transactional_id = fencing.then(|| cluster.name("ledger-writer"));
-    let writer = |name: &'static str| {
-        let config = ProducerConfig {
-            transactional_id: transactional_id.clone(),
-            ..producer_config(true, None)
-        };
-        start(cluster, config, name)
-    };
     let accounts: Vec<String> = (0..plan.accounts).map(account).collect();
     let mut writes = Vec::new();
 
-    let (a, a_id) = writer("A").await?;
-    let owner = Writer::new(&a, a_id, "A", fencing);
+    let owner = Writer::start(cluster, &transactional_id, "A").await?;
     owner.begin().await?;
     for acct in &accounts {
         writes.push(owner.write(&topic, acct, OPENING).await);
@@ -135,8 +127,7 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
     owner.commit().await?;
     // A stalls. Ownership moves to B, which starts (bumping the epoch when fenced), reads the
     // balances and books the deposit.
-    let (b, b_id) = writer("B").await?;
-    let successor = Writer::new(&b, b_id, "B", fencing);
+    let successor = Writer::start(cluster, &transactional_id, "B").await?;
     let seen = balances(cluster, &topic).await?;
     successor.begin().await?;
     for acct in &accounts {
@@ -158,7 +149,8 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
     if !fencing || !all_refused {
         owner.commit().await?;
     }
-    let fenced_by = a
+    let fenced_by = owner
+        .producer
         .fatal_error()
         .as_ref()
         .and_then(Error::fatal_cause)
@@ -166,8 +158,8 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
         .filter(|e| FENCING_CODES.contains(&e.code))
         .map(|e| e.name());
     let zombie_stopped = all_refused && fenced_by.is_some();
-    for producer in [a, b] {
-        producer.close().await;
+    for writer in [owner, successor] {
+        writer.producer.close().await;
     }
     let balances = balances(cluster, &topic).await?;
     Ok(ZombieRun {
@@ -180,26 +172,31 @@ pub async fn run(cluster: &Cluster, plan: &Plan, fencing: bool) -> Result<Zombie
 }
 
 /// One writer's turn: its writes, in one transaction when the writers share a transactional id.
-struct Writer<'p> {
-    producer: &'p Producer,
+struct Writer {
+    producer: Producer,
     id: ProducerIdAndEpoch,
     name: &'static str,
     transactional: bool,
 }
 
-impl<'p> Writer<'p> {
-    fn new(
-        producer: &'p Producer,
-        id: ProducerIdAndEpoch,
+impl Writer {
+    async fn start(
+        cluster: &Cluster,
+        transactional_id: &Option<String>,
         name: &'static str,
-        transactional: bool,
-    ) -> Self {
-        Writer {
+    ) -> Result<Self, LabError> {
+        let config = ProducerConfig {
+            transactional_id: transactional_id.clone(),
+            ..producer_config(true, None)
+        };
+        let what = format!("starting writer {name}");
+        let (producer, id) = start_idempotent(cluster, config, &what).await?;
+        Ok(Writer {
             producer,
             id,
             name,
-            transactional,
-        }
+            transactional: transactional_id.is_some(),
+        })
     }
 
     async fn begin(&self) -> Result<(), LabError> {
@@ -222,59 +219,32 @@ impl<'p> Writer<'p> {
             return Ok(());
         }
         let what = format!("{step} writer {}'s transaction", self.name);
-        call.await.map_err(|e| send_error(&what, &e))
+        call.await.map_err(|e| broker_error(&what, &e))
     }
 
     async fn write(&self, topic: &str, account: &str, balance: i64) -> Write {
-        write(self.producer, self.id, self.name, topic, account, balance).await
-    }
-}
-
-async fn start(
-    cluster: &Cluster,
-    config: ProducerConfig,
-    name: &str,
-) -> Result<(Producer, ProducerIdAndEpoch), LabError> {
-    let what = format!("starting writer {name}");
-    let producer =
-        Producer::new(cluster.client().clone(), config).map_err(|e| send_error(&what, &e))?;
-    let id = producer
-        .producer_id()
-        .await
-        .map_err(|e| send_error(&what, &e))?
-        .ok_or_else(|| LabError::Internal("an idempotent producer without an id".into()))?;
-    Ok((producer, id))
-}
-
-async fn write(
-    producer: &Producer,
-    id: ProducerIdAndEpoch,
-    writer: &'static str,
-    topic: &str,
-    account: &str,
-    balance: i64,
-) -> Write {
-    let text = value(balance, writer);
-    let record = ProducerRecord::new(topic).key(account).value(&text);
-    let result = match producer.send(record).await {
-        Ok(delivery) => delivery
-            .wait()
-            .await
-            .map(|meta| (meta.partition, meta.offset))
-            .map_err(|e| Refusal {
-                by_broker: true,
+        let text = value(balance, self.name);
+        let record = ProducerRecord::new(topic).key(account).value(&text);
+        let result = match self.producer.send(record).await {
+            Ok(delivery) => delivery
+                .wait()
+                .await
+                .map(|meta| (meta.partition, meta.offset))
+                .map_err(|e| Refusal {
+                    by_broker: true,
+                    error: name(&e),
+                }),
+            Err(e) => Err(Refusal {
+                by_broker: false,
                 error: name(&e),
             }),
-        Err(e) => Err(Refusal {
-            by_broker: false,
-            error: name(&e),
-        }),
-    };
-    Write {
-        writer,
-        producer: id,
-        account: account.to_string(),
-        result,
+        };
+        Write {
+            writer: self.name,
+            producer: self.id,
+            account: account.to_string(),
+            result,
+        }
     }
 }
 

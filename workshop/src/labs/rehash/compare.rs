@@ -62,18 +62,10 @@ impl Spec {
             Spec::Ring { vnodes } => {
                 format!("ring, {vnodes} vnode{}", if vnodes == 1 { "" } else { "s" })
             }
-            Spec::FixedSlots {
-                slots,
-                hash: SlotHash::Xxh3,
-            } => format!("fixed slots, {slots}"),
-            Spec::FixedSlots {
-                slots,
-                hash: SlotHash::RedisCrc16,
-            } => format!("Redis, {slots} slots"),
-            Spec::FixedSlots {
-                slots,
-                hash: SlotHash::KafkaMurmur2,
-            } => format!("Kafka, {slots} partitions"),
+            Spec::FixedSlots { slots, hash } => {
+                let (name, _, unit) = slot_names(hash);
+                format!("{name}, {slots}{unit}")
+            }
             other => other.scheme().to_string(),
         }
     }
@@ -83,18 +75,7 @@ impl Spec {
         match self {
             Spec::Ring { vnodes } => format!("ring/{vnodes}"),
             Spec::Rendezvous => "hrw".into(),
-            Spec::FixedSlots {
-                slots,
-                hash: SlotHash::Xxh3,
-            } => format!("slots/{slots}"),
-            Spec::FixedSlots {
-                slots,
-                hash: SlotHash::RedisCrc16,
-            } => format!("redis/{slots}"),
-            Spec::FixedSlots {
-                slots,
-                hash: SlotHash::KafkaMurmur2,
-            } => format!("kafka/{slots}"),
+            Spec::FixedSlots { slots, hash } => format!("{}/{slots}", slot_names(hash).1),
             other => other.scheme().to_string(),
         }
     }
@@ -118,6 +99,15 @@ impl Spec {
                 measure_change(FixedSlots::new(hash, slots, from), from, to, keys)
             }
         }
+    }
+}
+
+/// Fixed slots by their hash: the label's name, the short name, and the unit after the count.
+fn slot_names(hash: SlotHash) -> (&'static str, &'static str, &'static str) {
+    match hash {
+        SlotHash::Xxh3 => ("fixed slots", "slots", ""),
+        SlotHash::RedisCrc16 => ("Redis", "redis", " slots"),
+        SlotHash::KafkaMurmur2 => ("Kafka", "kafka", " partitions"),
     }
 }
 

@@ -9,7 +9,7 @@ use super::kafka::{Sent, CLIENT_ID};
 use super::metrics::NodeProduce;
 use super::plan::MOVED_PARTITION;
 use super::redis::Tally;
-use crate::lab::report::{percent, Align, Level, LogLine, Narrator, Summary, Table};
+use crate::lab::report::{count, percent, Align, Level, LogLine, Narrator, Summary, Table};
 use client::ServerError;
 
 /// Each node, the partitions it leads and the records the producer sent it, by its map.
@@ -91,14 +91,6 @@ pub fn node_evidence(
     }
 }
 
-/// `1 node`, `3 nodes`.
-pub fn counted(n: u64, noun: &str) -> String {
-    match n {
-        1 => format!("1 {noun}"),
-        _ => format!("{n} {noun}s"),
-    }
-}
-
 /// `NOT_LEADER_OR_FOLLOWER` as Java's client names it: `NotLeaderOrFollowerException`.
 fn java_exception(name: &str) -> String {
     let mut out = String::new();
@@ -137,7 +129,7 @@ pub fn summary(f: &Figures, after: Option<&AfterMove>) -> Summary {
     let mut happened = vec![format!(
         "With a fresh map the producer met {} NOT_LEADER_OR_FOLLOWER on {}.",
         f.fresh_map_not_leader_errors,
-        counted(f.nodes as u64, "node")
+        count(f.nodes as u64, "node", "nodes")
     )];
     if let Some(a) = after {
         happened.push(format!(
@@ -148,7 +140,11 @@ pub fn summary(f: &Figures, after: Option<&AfterMove>) -> Summary {
             a.from,
             a.to,
             a.stale.invalid_metadata.len(),
-            counted(a.stale.metadata_requests, "metadata request"),
+            count(
+                a.stale.metadata_requests,
+                "metadata request",
+                "metadata requests"
+            ),
             a.sent.saturating_sub(a.stored.1),
             a.sent,
             a.never.not_leader,

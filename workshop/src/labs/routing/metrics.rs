@@ -3,9 +3,11 @@
 //! reads them rather than counting for itself: they are what an operator would graph.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::lab::deadline::Deadline;
 use crate::lab::LabError;
 
 /// A node's Produce traffic, counted by the node since it started.
@@ -70,8 +72,25 @@ fn parse(text: &str) -> BTreeMap<i32, NodeProduce> {
     nodes
 }
 
+/// Runs `step` between two readings of the counters at `addr`, when the cluster's metrics are
+/// readable: what each node counted meanwhile. The readings are steps of `deadline`.
+pub async fn around<T>(
+    addr: Option<&str>,
+    deadline: &Deadline,
+    step: impl Future<Output = Result<T, LabError>>,
+) -> Result<(T, Option<BTreeMap<i32, NodeProduce>>), LabError> {
+    let Some(addr) = addr else {
+        return Ok((step.await?, None));
+    };
+    let reading = "reading the metrics";
+    let before = deadline.wait(reading, produce_by_node(addr)).await?;
+    let ran = step.await?;
+    let after = deadline.wait(reading, produce_by_node(addr)).await?;
+    Ok((ran, Some(since(&before, &after))))
+}
+
 /// What each node counted between two readings.
-pub fn since(
+fn since(
     before: &BTreeMap<i32, NodeProduce>,
     after: &BTreeMap<i32, NodeProduce>,
 ) -> BTreeMap<i32, NodeProduce> {

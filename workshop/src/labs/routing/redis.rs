@@ -223,6 +223,10 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
+    /// User 42's keys the tests ask for.
+    const CART: &str = "user:{42}:cart";
+    const ORDERS: &str = "user:{42}:orders";
+
     #[test]
     fn the_sources_keys_have_redis_clusters_real_slots() {
         assert_eq!(
@@ -250,34 +254,22 @@ mod tests {
 
     #[test]
     fn a_migrated_key_costs_the_correct_client_one_ask_and_the_naive_one_its_map() {
-        let m = migration(&["user:{42}:cart"], false);
+        let m = migration(&[CART], false);
         let (mut good, mut map) = (Tally::default(), 1);
-        request(&m, Client::Correct, &mut map, "user:{42}:cart", &mut good);
+        request(&m, Client::Correct, &mut map, CART, &mut good);
         assert_eq!(
             (good.hops, good.redirects, good.map_changes, map),
             (2, 1, 0, 1)
         );
         let (mut naive, mut map) = (Tally::default(), 1);
-        request(
-            &m,
-            Client::AskAsMoved,
-            &mut map,
-            "user:{42}:cart",
-            &mut naive,
-        );
+        request(&m, Client::AskAsMoved, &mut map, CART, &mut naive);
         // B: ASK C; C without ASKING: MOVED B; B: ASK C; ... until it gives up.
         assert_eq!(naive.hops, u64::from(MAX_HOPS));
         assert_eq!(naive.failed, 1);
         assert_eq!(naive.map_changes, u64::from(MAX_HOPS));
         // A key not yet migrated: the naive map now says C, which sends it back to B.
         assert_eq!(map, 2);
-        request(
-            &m,
-            Client::AskAsMoved,
-            &mut map,
-            "user:{42}:orders",
-            &mut naive,
-        );
+        request(&m, Client::AskAsMoved, &mut map, ORDERS, &mut naive);
         assert_eq!((naive.map_changes, map), (u64::from(MAX_HOPS) + 1, 1));
     }
 
@@ -287,18 +279,12 @@ mod tests {
         let (mut good, mut ignoring) = (Tally::default(), Tally::default());
         let (mut good_map, mut stale_map) = (1, 1);
         for _ in 0..10 {
-            request(
-                &m,
-                Client::Correct,
-                &mut good_map,
-                "user:{42}:cart",
-                &mut good,
-            );
+            request(&m, Client::Correct, &mut good_map, CART, &mut good);
             request(
                 &m,
                 Client::IgnoresMoved,
                 &mut stale_map,
-                "user:{42}:cart",
+                CART,
                 &mut ignoring,
             );
         }

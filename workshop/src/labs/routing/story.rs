@@ -8,7 +8,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::evidence::{counted, leaders_table, node_evidence, summary, tallies, warnings};
+use super::evidence::{leaders_table, node_evidence, summary, tallies, warnings};
 use super::figures::{self, AfterMove, Figures, Measured};
 use super::kafka::{self, Sent, CLIENT_ID};
 use super::metrics;
@@ -18,7 +18,7 @@ use super::Routing;
 use crate::kit::schemes::redis_slot;
 use crate::lab::deadline::Work;
 use crate::lab::report::Table;
-use crate::lab::report::{percent, Align, LabReport, Narrator, Phase, SkippedPhase};
+use crate::lab::report::{count, percent, Align, LabReport, Narrator, Phase, SkippedPhase};
 use crate::lab::target::{self, Cluster};
 use crate::lab::{Lab, LabContext, LabError, Target};
 
@@ -63,7 +63,7 @@ pub(super) fn run(args: &RoutingArgs, ctx: &mut LabContext) -> Result<LabReport,
         None => [MOVE_TITLE, NEVER_TITLE]
             .map(|phase| SkippedPhase {
                 phase: phase.to_string(),
-                reason: one_node(),
+                reason: ONE_NODE.to_string(),
             })
             .to_vec(),
     };
@@ -79,9 +79,7 @@ pub(super) fn run(args: &RoutingArgs, ctx: &mut LabContext) -> Result<LabReport,
     Ok(report)
 }
 
-fn one_node() -> String {
-    "this cluster has one node: no leader can move".to_string()
-}
+const ONE_NODE: &str = "this cluster has one node: no leader can move";
 
 type KafkaRun = (usize, Sent, Option<AfterMove>, ChaCha8Rng);
 
@@ -109,7 +107,7 @@ async fn kafka_phases(
             "Topic {topic} has {PARTITIONS} partitions on {}. Producer clientId={CLIENT_ID} \
              (idempotent) reads the map of leaders and sends {records} keyed records: each batch \
              goes to the node its map names as the partition's leader.",
-            counted(node_ids.len() as u64, "node")
+            count(node_ids.len() as u64, "node", "nodes")
         ),
         predict: "how many NOT_LEADER_OR_FOLLOWER answers does it meet?",
     });
@@ -138,7 +136,11 @@ async fn kafka_phases(
         "{} NOT_LEADER_OR_FOLLOWER answers, {} to learn the map: every request went \
          straight to a leader.",
         fresh.invalid_metadata.len(),
-        counted(fresh.metadata_requests, "metadata request")
+        count(
+            fresh.metadata_requests,
+            "metadata request",
+            "metadata requests"
+        )
     ));
 
     let from = old_map[MOVED_PARTITION as usize];
@@ -149,11 +151,10 @@ async fn kafka_phases(
         .or(node_ids.first().copied())
         .filter(|&to| to != from)
     else {
-        let reason = one_node();
         let about = move_about(&topic, from, None);
-        n.skip(move_phase(&about), &reason);
+        n.skip(move_phase(&about), ONE_NODE);
         let about = never_about(records);
-        n.skip(never_phase(&about), &reason);
+        n.skip(never_phase(&about), ONE_NODE);
         deadline
             .wait("closing the producer", close(producer))
             .await?;
@@ -191,8 +192,12 @@ async fn kafka_phases(
             "Its next record for {topic}-{MOVED_PARTITION} went to node {from}, by its \
              map, and was answered NOT_LEADER_OR_FOLLOWER ({} in all). It re-read metadata \
              ({}), found node {to} and retried there.",
-            counted(stale.invalid_metadata.len() as u64, "such answer"),
-            counted(stale.metadata_requests, "request"),
+            count(
+                stale.invalid_metadata.len() as u64,
+                "such answer",
+                "such answers"
+            ),
+            count(stale.metadata_requests, "request", "requests"),
         ),
         None => format!(
             "None of its keys fell in {topic}-{MOVED_PARTITION} this time (more --records \
@@ -216,25 +221,9 @@ async fn kafka_phases(
         Some(broker) => broker.metrics_addr().map(|a| a.to_string()),
         None => args.metrics.clone(),
     };
-    let reading = match &metrics_addr {
-        Some(addr) => Some(
-            deadline
-                .wait("reading the metrics", metrics::produce_by_node(addr))
-                .await?,
-        ),
-        None => None,
-    };
     let step = kafka::never_refreshing(&never_client, &topic, &old_map, &never_keys);
-    let never = deadline.wait("sending by an old map", step).await?;
-    let node_metrics = match (&metrics_addr, reading) {
-        (Some(addr), Some(before)) => {
-            let after = deadline
-                .wait("reading the metrics", metrics::produce_by_node(addr))
-                .await?;
-            Some(metrics::since(&before, &after))
-        }
-        _ => None,
-    };
+    let step = deadline.wait("sending by an old map", step);
+    let (never, node_metrics) = metrics::around(metrics_addr.as_deref(), &deadline, step).await?;
     n.answer();
     n.say(&format!(
         "{} of its {} requests were refused with NOT_LEADER_OR_FOLLOWER: redirect ratio {}. \
