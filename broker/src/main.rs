@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use broker::{Broker, BrokerConfig};
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::prelude::*;
 
 /// A single-node broker that speaks the Kafka wire protocol.
 ///
@@ -136,13 +137,19 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    let filter = std::env::var("RUST_LOG").ok().and_then(|s| s.parse().ok());
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file
+                // stay text.
+                .with_ansi(
+                    anstream::AutoStream::choice(&std::io::stderr())
+                        != anstream::ColorChoice::Never,
+                ),
         )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
-        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
+        .with(filter.unwrap_or(Targets::new().with_default(LevelFilter::INFO)))
         .init();
     let args = Args::parse();
     // Read first: a parent that dies while the broker starts must not be missed.

@@ -7,17 +7,24 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::prelude::*;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+    let filter = std::env::var("RUST_LOG").ok().and_then(|s| s.parse().ok());
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file
+                // stay text.
+                .with_ansi(
+                    anstream::AutoStream::choice(&std::io::stderr())
+                        != anstream::ColorChoice::Never,
+                ),
         )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
-        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
+        .with(filter.unwrap_or(Targets::new().with_default(LevelFilter::ERROR)))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

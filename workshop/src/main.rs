@@ -6,7 +6,8 @@
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::prelude::*;
 use workshop::RunError;
 
 fn main() -> ExitCode {
@@ -15,14 +16,22 @@ fn main() -> ExitCode {
     // story stays readable. The producer's own logs are off by default: labs make producers fail
     // on purpose (fenced, acknowledgements lost), and every producer error reaches the lab as a
     // result anyway, narrated when it is the point and reported as the lab's error when it is not.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("warn,client::producer=off")),
+    let quiet = Targets::new()
+        .with_default(LevelFilter::WARN)
+        .with_target("client::producer", LevelFilter::OFF);
+    let filter = std::env::var("RUST_LOG").ok().and_then(|s| s.parse().ok());
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file
+                // stay text.
+                .with_ansi(
+                    anstream::AutoStream::choice(&std::io::stderr())
+                        != anstream::ColorChoice::Never,
+                ),
         )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal, as NO_COLOR and the like allow: logs sent to a file stay text.
-        .with_ansi(anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never)
+        .with(filter.unwrap_or(quiet))
         .init();
     let stop = workshop::lab::stop::Stop::on_signals();
     match workshop::run_until(std::env::args_os().skip(1), stop, |_| {}) {
