@@ -253,13 +253,6 @@ mod tests {
     use super::*;
     use crate::labs::rebalance::journal::Range;
 
-    fn by(member: &str, generation: i32) -> Applier {
-        Applier {
-            member: member.into(),
-            generation,
-        }
-    }
-
     fn effect(
         seq: u64,
         payment: &str,
@@ -290,7 +283,11 @@ mod tests {
 
     #[test]
     fn redeliveries_are_runs_of_offsets_with_both_hands_and_generations() {
-        let (b3, b5, b7) = (by("billing-3", 4), by("billing-5", 5), by("billing-7", 5));
+        let (b3, b5, b7) = (
+            Applier::new("billing-3", 4),
+            Applier::new("billing-5", 5),
+            Applier::new("billing-7", 5),
+        );
         let mut effects = Vec::new();
         let mut seq = 0;
         let mut add = |p: &str, part, off, who: &Applier, at| {
@@ -337,7 +334,7 @@ mod tests {
 
     #[test]
     fn applied_from_counts_each_offset_at_or_past_the_commit_once() {
-        let (b3, b5) = (by("billing-3", 4), by("billing-5", 5));
+        let (b3, b5) = (Applier::new("billing-3", 4), Applier::new("billing-5", 5));
         let effects = [
             effect(0, "p1", 5, 0, &b3, 0),
             effect(1, "p2", 5, 1, &b3, 0),
