@@ -540,8 +540,11 @@ struct Listener {
 }
 
 impl Listener {
-    fn partitions(list: &[TopicPartition]) -> Vec<i32> {
-        list.iter().map(|tp| tp.partition).collect()
+    /// `event` of the listed partitions, in the generation the member owned them in.
+    fn record(&self, list: &[TopicPartition], event: fn(i32, Vec<i32>) -> Event) {
+        let partitions = list.iter().map(|tp| tp.partition).collect();
+        let event = event(self.tag.generation(), partitions);
+        self.tag.journal.record(Some(self.tag.name), event);
     }
 }
 
@@ -549,35 +552,27 @@ impl RebalanceListener for Listener {
     /// Nothing to commit here: every batch is committed before the next poll, and partitions
     /// are only revoked inside a poll.
     fn on_partitions_revoked(&mut self, revoked: &[TopicPartition]) -> Vec<(TopicPartition, i64)> {
-        self.tag.journal.record(
-            Some(self.tag.name),
-            Event::Revoked {
-                generation: self.tag.generation(),
-                partitions: Self::partitions(revoked),
-            },
-        );
+        self.record(revoked, |generation, partitions| Event::Revoked {
+            generation,
+            partitions,
+        });
         Vec::new()
     }
 
     fn on_partitions_assigned(&mut self, assigned: &[TopicPartition]) {
-        let partitions = Self::partitions(assigned);
-        self.added.lock().extend(&partitions);
-        self.tag.journal.record(
-            Some(self.tag.name),
-            Event::Assigned {
-                generation: self.tag.generation(),
-                partitions,
-            },
-        );
+        self.added
+            .lock()
+            .extend(assigned.iter().map(|tp| tp.partition));
+        self.record(assigned, |generation, partitions| Event::Assigned {
+            generation,
+            partitions,
+        });
     }
 
     fn on_partitions_lost(&mut self, lost: &[TopicPartition]) {
-        self.tag.journal.record(
-            Some(self.tag.name),
-            Event::Lost {
-                generation: self.tag.generation(),
-                partitions: Self::partitions(lost),
-            },
-        );
+        self.record(lost, |generation, partitions| Event::Lost {
+            generation,
+            partitions,
+        });
     }
 }
