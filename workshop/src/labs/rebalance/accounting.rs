@@ -253,13 +253,6 @@ mod tests {
     use super::*;
     use crate::labs::rebalance::journal::Range;
 
-    fn by(member: &str, generation: i32) -> Applier {
-        Applier {
-            member: member.into(),
-            generation,
-        }
-    }
-
     fn effect(
         seq: u64,
         payment: &str,
@@ -288,9 +281,31 @@ mod tests {
         }
     }
 
+    /// One poll's records of one partition, `first..=last`, processed in `generation`.
+    fn batch(generation: i32, partition: i32, first: i64, last: i64) -> Event {
+        let ranges = vec![Range {
+            partition,
+            first,
+            last,
+        }];
+        Event::Batch { generation, ranges }
+    }
+
+    fn commit(generation: i32, partition: i32, next: i64) -> Event {
+        let offsets = BTreeMap::from([(partition, next)]);
+        Event::Commit {
+            generation,
+            offsets,
+        }
+    }
+
     #[test]
     fn redeliveries_are_runs_of_offsets_with_both_hands_and_generations() {
-        let (b3, b5, b7) = (by("billing-3", 4), by("billing-5", 5), by("billing-7", 5));
+        let (b3, b5, b7) = (
+            Applier::new("billing-3", 4),
+            Applier::new("billing-5", 5),
+            Applier::new("billing-7", 5),
+        );
         let mut effects = Vec::new();
         let mut seq = 0;
         let mut add = |p: &str, part, off, who: &Applier, at| {
@@ -337,7 +352,7 @@ mod tests {
 
     #[test]
     fn applied_from_counts_each_offset_at_or_past_the_commit_once() {
-        let (b3, b5) = (by("billing-3", 4), by("billing-5", 5));
+        let (b3, b5) = (Applier::new("billing-3", 4), Applier::new("billing-5", 5));
         let effects = [
             effect(0, "p1", 5, 0, &b3, 0),
             effect(1, "p2", 5, 1, &b3, 0),
@@ -354,18 +369,6 @@ mod tests {
 
     #[test]
     fn uncommitted_is_what_no_later_commit_of_the_same_member_and_generation_covers() {
-        let batch = |g, p, first, last| Event::Batch {
-            generation: g,
-            ranges: vec![Range {
-                partition: p,
-                first,
-                last,
-            }],
-        };
-        let commit = |g, p, o| Event::Commit {
-            generation: g,
-            offsets: BTreeMap::from([(p, o)]),
-        };
         let entries = vec![
             entry(0, "billing-3", batch(4, 3, 0, 99)),
             entry(1, "billing-3", commit(4, 3, 100)),
@@ -440,18 +443,7 @@ mod tests {
                     offset: 120,
                 },
             ),
-            entry(
-                50,
-                "billing-1",
-                Event::Batch {
-                    generation: 6,
-                    ranges: vec![Range {
-                        partition: 3,
-                        first: 120,
-                        last: 130,
-                    }],
-                },
-            ),
+            entry(50, "billing-1", batch(6, 3, 120, 130)),
         ];
         assert_eq!(rebalances_after(&entries, 10), 2);
         assert_eq!(rebalances_after(&entries, 31), 0);
@@ -462,18 +454,7 @@ mod tests {
             "billing-1",
             Event::NoCommittedOffset { partition: 5 },
         ));
-        more.push(entry(
-            70,
-            "billing-1",
-            Event::Batch {
-                generation: 6,
-                ranges: vec![Range {
-                    partition: 5,
-                    first: 3,
-                    last: 9,
-                }],
-            },
-        ));
+        more.push(entry(70, "billing-1", batch(6, 5, 3, 9)));
         let (checked, wrong) = resumed_at_committed(&more);
         assert_eq!(checked, 2);
         assert_eq!(wrong, ["billing-1 resumed partition 5 at 3, not at 0"]);

@@ -17,7 +17,6 @@
 //! ([`Txn`]), the downstream reads ([`Downstream`]), the gateway's charges (the run's plain
 //! ledger, one effect per call).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use client::group::Generation;
@@ -189,7 +188,7 @@ pub async fn run(
         id_prefix: cluster.name(TRANSACTIONAL_ID),
     };
     let (stop, stopped) = watch::channel(false);
-    let downstream = Downstream::new(cluster.client(), &output, true, clock);
+    let downstream = Downstream::new(cluster.client(), &output, clock);
     let mut tail = std::pin::pin!(downstream.tail(stopped));
     let spec = plan.spec(Kind::Eos);
     let group = scenario::run(cluster, plan, spec, journals, clock, Some(&transactional));
@@ -223,7 +222,7 @@ pub async fn run(
     }))
 }
 
-/// A downstream consumer of the output topic.
+/// A downstream consumer of the output topic, with `isolation.level=read_committed`.
 struct Downstream {
     consumer: Consumer,
     topic: String,
@@ -231,13 +230,13 @@ struct Downstream {
 }
 
 impl Downstream {
-    fn new(client: &Client, topic: &str, read_committed: bool, clock: Clock) -> Downstream {
+    fn new(client: &Client, topic: &str, clock: Clock) -> Downstream {
         let mut consumer = Consumer::new(
             client.with_own_connections(),
             ConsumerConfig {
                 max_wait: Duration::from_millis(100),
                 auto_offset_reset: OffsetReset::Earliest,
-                read_committed,
+                read_committed: true,
                 ..ConsumerConfig::default()
             },
         );
@@ -305,13 +304,4 @@ async fn log_of(cluster: &Cluster, topic: &str, clock: Clock) -> Result<Vec<Seen
         }
     }
     Ok(seen)
-}
-
-/// Per payment id, how many records of `seen` carry it.
-pub fn per_payment(seen: &[Seen]) -> BTreeMap<&str, u64> {
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    for s in seen {
-        *counts.entry(s.payment_id.as_str()).or_default() += 1;
-    }
-    counts
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::accounting;
-use super::eos::{per_payment, EosOutcome, Seen};
+use super::eos::{EosOutcome, Seen};
 use super::journal::{Entry, Event};
 use crate::lab::report::{count, thousands, Checks};
 
@@ -43,9 +43,9 @@ pub struct EosFigures {
 
 /// Payments seen more than once, counted beyond the first; and payments never seen.
 fn duplicates_and_missing(seen: &[Seen], payments: usize) -> (u64, u64) {
-    let counts = per_payment(seen);
-    let duplicates = counts.values().map(|c| c - 1).sum();
-    (duplicates, payments.saturating_sub(counts.len()) as u64)
+    let distinct: BTreeSet<&str> = seen.iter().map(|s| s.payment_id.as_str()).collect();
+    let missing = payments.saturating_sub(distinct.len());
+    ((seen.len() - distinct.len()) as u64, missing as u64)
 }
 
 /// When the transaction holding `record` committed: the first commit covering its source

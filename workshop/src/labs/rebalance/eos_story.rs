@@ -1,7 +1,7 @@
 //! The narration of the transactional run: the question, the stalled member's log, the output
 //! topic against the gateway, and what Kafka's exactly-once covers (source 003, section 10).
 
-use super::eos::EosOutcome;
+use super::eos::{EosOutcome, OUTPUT};
 use super::eos_figures::EosFigures;
 use super::evidence::secs;
 use super::figures::Figures;
@@ -11,15 +11,14 @@ use crate::lab::report::{thousands, Align, Narrator, Phase, Table};
 pub const TITLE: &str = "Kafka's exactly-once: does the gateway see each payment once?";
 
 fn about(f: &Figures) -> String {
+    let output = f.eos.as_ref().map_or(OUTPUT, |e| e.output_topic.as_str());
     format!(
         "The same stall of {} once more, each member now in Kafka transactions: per batch it begins \
          a transaction, charges each payment at the payment gateway (a call outside Kafka, \
-         counted), produces one record per payment to `{}`, adds its consumed offsets as a member of \
-         its generation (sendOffsetsToTransaction, KIP-447) and commits. Downstream, a consumer with \
-         isolation.level=read_committed reads `{}`.",
+         counted), produces one record per payment to `{output}`, adds its consumed offsets as a \
+         member of its generation (sendOffsetsToTransaction, KIP-447) and commits. Downstream, a \
+         consumer with isolation.level=read_committed reads `{output}`.",
         f.stalled_member,
-        f.eos.as_ref().map_or("payments-applied", |e| &e.output_topic),
-        f.eos.as_ref().map_or("payments-applied", |e| &e.output_topic),
     )
 }
 

@@ -230,6 +230,60 @@ pub fn redeliveries_table(f: &Figures) -> Table {
     table
 }
 
+/// Whose the first and second applications were, and where the new owners started.
+pub fn redeliveries_said(f: &Figures, base: &Outcome) -> String {
+    let stalled_first = f
+        .redeliveries
+        .iter()
+        .all(|r| r.first.member == f.stalled_member && r.second.generation > r.first.generation);
+    // Where the group's commits left each partition: the log start when nothing was committed.
+    let committed = |partition: i32| {
+        base.lag_during
+            .iter()
+            .find(|row| row.partition == partition)
+            .map(|row| row.current_offset.unwrap_or(0))
+    };
+    let from_committed = f
+        .redeliveries
+        .iter()
+        .all(|r| committed(r.partition) == Some(r.first_offset));
+    if f.redeliveries.is_empty() {
+        "No payment was applied twice.".to_string()
+    } else if stalled_first {
+        let firsts: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.first.generation).collect();
+        let seconds: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.second.generation).collect();
+        let list = |g: &BTreeSet<i32>| {
+            g.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let starts: Vec<String> = f
+            .redeliveries
+            .iter()
+            .map(|r| format!("{}-{} at {}", f.topic, r.partition, r.first_offset))
+            .collect();
+        format!(
+            "Every first application is {}'s, in generation {}; every second one is the new owner's, \
+             in generation {}, {} ({}). Neither member did anything wrong.",
+            f.stalled_member,
+            list(&firsts),
+            list(&seconds),
+            if from_committed {
+                "starting at the committed offset"
+            } else {
+                "starting at"
+            },
+            starts.join(", ")
+        )
+    } else {
+        format!(
+            "Not every payment applied twice was first applied by {}: see the table.",
+            f.stalled_member
+        )
+    }
+}
+
 /// The eager and the cooperative run side by side.
 pub fn assignors_table(f: &Figures) -> Table {
     let mut table = Table::new(&[

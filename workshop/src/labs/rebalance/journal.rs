@@ -218,27 +218,16 @@ impl Entry {
                     protocol.as_deref().unwrap_or("-")
                 ),
             ),
-            Event::Assigned { partitions, .. } => (
-                "INFO",
-                format!(
-                    "Adding newly assigned partitions: {}",
-                    partition_list(topic, partitions)
-                ),
-            ),
-            Event::Revoked { partitions, .. } => (
-                "INFO",
-                format!(
-                    "Revoke previously assigned partitions {}",
-                    partition_list(topic, partitions)
-                ),
-            ),
-            Event::Lost { partitions, .. } => (
-                "INFO",
-                format!(
-                    "Lost previously assigned partitions {}",
-                    partition_list(topic, partitions)
-                ),
-            ),
+            Event::Assigned { partitions, .. }
+            | Event::Revoked { partitions, .. }
+            | Event::Lost { partitions, .. } => {
+                let what = match self.event {
+                    Event::Assigned { .. } => "Adding newly assigned partitions:",
+                    Event::Revoked { .. } => "Revoke previously assigned partitions",
+                    _ => "Lost previously assigned partitions",
+                };
+                ("INFO", format!("{what} {}", partition_list(topic, partitions)))
+            }
             Event::SettingOffset { partition, offset } => (
                 "INFO",
                 format!(

@@ -28,6 +28,15 @@ pub struct Applier {
     pub generation: i32,
 }
 
+impl Applier {
+    pub fn new(member: &str, generation: i32) -> Applier {
+        Applier {
+            member: member.to_string(),
+            generation,
+        }
+    }
+}
+
 /// One record as a member hands it to the stores.
 #[derive(Debug, Clone, Copy)]
 pub struct Delivery<'a> {
@@ -250,14 +259,7 @@ mod tests {
 
     #[test]
     fn without_dedup_a_redelivery_charges_twice_and_with_it_once() {
-        let a = Applier {
-            member: "billing-3".into(),
-            generation: 4,
-        };
-        let b = Applier {
-            member: "billing-5".into(),
-            generation: 5,
-        };
+        let (a, b) = (Applier::new("billing-3", 4), Applier::new("billing-5", 5));
         let p = payment("pay-1", "acct-0042", 1999);
         let q = payment("pay-2", "acct-0042", 1);
         let now = Instant::now();
@@ -287,10 +289,7 @@ mod tests {
 
     #[test]
     fn the_dedup_row_is_keyed_by_account_and_payment() {
-        let a = Applier {
-            member: "m".into(),
-            generation: 1,
-        };
+        let a = Applier::new("m", 1);
         let ledger = Ledger::new(12, true);
         let now = Instant::now();
         let one = payment("pay-1", "acct-0001", 5);
@@ -312,16 +311,7 @@ mod tests {
         assert_eq!(cache.refused(), 1);
 
         let stores = Stores::new(12, Duration::from_secs(10));
-        let (a, b) = (
-            Applier {
-                member: "billing-3".into(),
-                generation: 4,
-            },
-            Applier {
-                member: "billing-5".into(),
-                generation: 5,
-            },
-        );
+        let (a, b) = (Applier::new("billing-3", 4), Applier::new("billing-5", 5));
         let p = payment("pay-9", "acct-0009", 100);
         stores.apply(&deliver(&p, 3, &a, start, 0));
         // A quick redelivery is caught by the cache; the replay 31 s later is not.

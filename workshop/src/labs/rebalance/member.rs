@@ -281,10 +281,7 @@ impl Member {
         generation: Generation,
         batch: Vec<PolledRecords>,
     ) -> Result<Processed, String> {
-        let by = Applier {
-            member: self.setup.name.to_string(),
-            generation: generation.id,
-        };
+        let by = Applier::new(self.setup.name, generation.id);
         let clock = self.setup.journal.clock();
         if let Some(txn) = &self.txn {
             txn.begin().await?;
@@ -379,38 +376,20 @@ impl Member {
             .iter()
             .map(|(&p, &o)| (TopicPartition::new(topic.clone(), p), o))
             .collect();
-        let name = Some(self.setup.name);
-        let journal = &self.setup.journal;
-        match consumer.commit_offsets_sync(offsets.clone()).await {
-            Ok(()) => journal.record(
-                name,
-                Event::Commit {
-                    generation: done.generation.id,
-                    offsets: done.offsets,
+        let committed = consumer.commit_offsets_sync(offsets.clone()).await;
+        let commit_failed = matches!(committed, Err(ClientError::CommitFailed { .. }));
+        self.record_commit(&done, committed.err().map(|e| e.to_string()));
+        let generation = &done.generation;
+        if commit_failed && generation.is_valid() {
+            let answer = self.late_commit(generation, &offsets).await;
+            self.setup.journal.record(
+                Some(self.setup.name),
+                Event::LateCommitAnswered {
+                    generation: generation.id,
+                    member_id: generation.member_id.clone(),
+                    answer,
                 },
-            ),
-            Err(e) => {
-                let commit_failed = matches!(e, ClientError::CommitFailed { .. });
-                journal.record(
-                    name,
-                    Event::CommitFailed {
-                        generation: done.generation.id,
-                        offsets: done.offsets,
-                        error: e.to_string(),
-                    },
-                );
-                if commit_failed && done.generation.is_valid() {
-                    let answer = self.late_commit(&done.generation, &offsets).await;
-                    journal.record(
-                        name,
-                        Event::LateCommitAnswered {
-                            generation: done.generation.id,
-                            member_id: done.generation.member_id.clone(),
-                            answer,
-                        },
-                    );
-                }
-            }
+            );
         }
         Ok(())
     }
@@ -428,34 +407,35 @@ impl Member {
             .map(|(&p, &o)| (s.topic.clone(), p, o))
             .collect();
         let instance = s.config.group_instance_id.as_deref();
-        let name = Some(s.name);
-        let generation = done.generation.id;
-        match txn
+        let refused = txn
             .commit(&s.group, &done.generation, instance, &offsets)
             .await
-        {
-            Ok(()) => s.journal.record(
-                name,
-                Event::Commit {
-                    generation,
-                    offsets: done.offsets,
-                },
-            ),
-            Err(refused) => {
-                s.journal.record(
-                    name,
-                    Event::CommitFailed {
-                        generation,
-                        offsets: done.offsets,
-                        error: refused.error,
-                    },
-                );
-                refused.aborted?;
-                s.journal
-                    .record(name, Event::TransactionAborted { generation });
-            }
+            .err();
+        self.record_commit(&done, refused.as_ref().map(|r| r.error.clone()));
+        if let Some(refused) = refused {
+            refused.aborted?;
+            let generation = done.generation.id;
+            let aborted = Event::TransactionAborted { generation };
+            self.setup.journal.record(Some(self.setup.name), aborted);
         }
         Ok(())
+    }
+
+    /// The batch's commit in the journal: done, or refused with `error`.
+    fn record_commit(&self, done: &Processed, error: Option<String>) {
+        let (generation, offsets) = (done.generation.id, done.offsets.clone());
+        let event = match error {
+            None => Event::Commit {
+                generation,
+                offsets,
+            },
+            Some(error) => Event::CommitFailed {
+                generation,
+                offsets,
+                error,
+            },
+        };
+        self.setup.journal.record(Some(self.setup.name), event);
     }
 
     /// OffsetCommit with the generation and member id the batch was processed under.
@@ -560,8 +540,11 @@ struct Listener {
 }
 
 impl Listener {
-    fn partitions(list: &[TopicPartition]) -> Vec<i32> {
-        list.iter().map(|tp| tp.partition).collect()
+    /// `event` of the listed partitions, in the generation the member owned them in.
+    fn record(&self, list: &[TopicPartition], event: fn(i32, Vec<i32>) -> Event) {
+        let partitions = list.iter().map(|tp| tp.partition).collect();
+        let event = event(self.tag.generation(), partitions);
+        self.tag.journal.record(Some(self.tag.name), event);
     }
 }
 
@@ -569,35 +552,27 @@ impl RebalanceListener for Listener {
     /// Nothing to commit here: every batch is committed before the next poll, and partitions
     /// are only revoked inside a poll.
     fn on_partitions_revoked(&mut self, revoked: &[TopicPartition]) -> Vec<(TopicPartition, i64)> {
-        self.tag.journal.record(
-            Some(self.tag.name),
-            Event::Revoked {
-                generation: self.tag.generation(),
-                partitions: Self::partitions(revoked),
-            },
-        );
+        self.record(revoked, |generation, partitions| Event::Revoked {
+            generation,
+            partitions,
+        });
         Vec::new()
     }
 
     fn on_partitions_assigned(&mut self, assigned: &[TopicPartition]) {
-        let partitions = Self::partitions(assigned);
-        self.added.lock().extend(&partitions);
-        self.tag.journal.record(
-            Some(self.tag.name),
-            Event::Assigned {
-                generation: self.tag.generation(),
-                partitions,
-            },
-        );
+        self.added
+            .lock()
+            .extend(assigned.iter().map(|tp| tp.partition));
+        self.record(assigned, |generation, partitions| Event::Assigned {
+            generation,
+            partitions,
+        });
     }
 
     fn on_partitions_lost(&mut self, lost: &[TopicPartition]) {
-        self.tag.journal.record(
-            Some(self.tag.name),
-            Event::Lost {
-                generation: self.tag.generation(),
-                partitions: Self::partitions(lost),
-            },
-        );
+        self.record(lost, |generation, partitions| Event::Lost {
+            generation,
+            partitions,
+        });
     }
 }

@@ -45,6 +45,8 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
+use futures_util::future::join_all;
+
 use crate::kit::rebalance_time;
 use crate::lab::report::{LabReport, Progress, SkippedPhase};
 use crate::lab::stop::Stop;
@@ -282,18 +284,8 @@ async fn scenarios(
         let eos = transactional.await;
         return Runs { outcomes, eos };
     }
-    let (a, b, c, d, e, eos) = tokio::join!(
-        one(Kind::Baseline),
-        one(Kind::Cooperative),
-        one(Kind::SmallBatch),
-        one(Kind::Static),
-        one(Kind::Dynamic),
-        transactional
-    );
-    Runs {
-        outcomes: vec![a, b, c, d, e],
-        eos,
-    }
+    let (outcomes, eos) = tokio::join!(join_all(Kind::ALL.map(one)), transactional);
+    Runs { outcomes, eos }
 }
 
 fn create_timeline(path: &Path) -> Result<(File, &Path), LabError> {
@@ -339,11 +331,7 @@ mod tests {
     fn with_sync_group_late(delay: Duration) -> (Duration, Duration, Vec<String>) {
         let journals = Journals::default();
         let capture = tracing::Dispatch::new(Capture::new(journals.clone()));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = runtime(&Target::Embedded).unwrap();
         let mut plan = Plan::new(DEFAULT_SEED, &Target::Bootstrap("slow".into()));
         tracing::dispatcher::with_default(&capture, || {
             rt.block_on(async {

@@ -211,47 +211,30 @@ impl Plan {
             after: restart_after,
             downtime: timing.downtime,
         };
-        let spec = |kind: Kind, assignor, max_poll_records, static_members, incident| Spec {
-            kind,
-            topic: named(TOPIC, kind),
-            group: named(GROUP, kind),
-            assignor,
-            max_poll_records,
-            static_members,
-            incident,
-        };
-        let specs = vec![
-            spec(
-                Kind::Baseline,
-                "range",
-                MAX_POLL_RECORDS,
-                false,
-                stall.clone(),
-            ),
-            spec(
-                Kind::Cooperative,
-                "cooperative-sticky",
-                MAX_POLL_RECORDS,
-                false,
-                stall.clone(),
-            ),
-            spec(
-                Kind::SmallBatch,
-                "range",
-                SMALL_MAX_POLL_RECORDS,
-                false,
-                stall.clone(),
-            ),
-            spec(
-                Kind::Static,
-                "range",
-                MAX_POLL_RECORDS,
-                true,
-                restart.clone(),
-            ),
-            spec(Kind::Dynamic, "range", MAX_POLL_RECORDS, false, restart),
-            spec(Kind::Eos, "range", MAX_POLL_RECORDS, false, stall),
-        ];
+        // What each run changes from the baseline: the assignor, the batch size, static
+        // membership, or the incident (a restart instead of the stall).
+        let specs = Kind::ALL
+            .into_iter()
+            .chain([Kind::Eos])
+            .map(|kind| Spec {
+                kind,
+                topic: named(TOPIC, kind),
+                group: named(GROUP, kind),
+                assignor: match kind {
+                    Kind::Cooperative => "cooperative-sticky",
+                    _ => "range",
+                },
+                max_poll_records: match kind {
+                    Kind::SmallBatch => SMALL_MAX_POLL_RECORDS,
+                    _ => MAX_POLL_RECORDS,
+                },
+                static_members: kind == Kind::Static,
+                incident: match kind {
+                    Kind::Static | Kind::Dynamic => restart.clone(),
+                    _ => stall.clone(),
+                },
+            })
+            .collect();
         Plan {
             timing,
             payments,

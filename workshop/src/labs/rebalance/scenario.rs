@@ -26,9 +26,10 @@ use super::ledger::Stores;
 use super::member::{self, Control, Setup};
 use super::payments;
 use super::plan::{Incident, Plan, Spec, MEMBERS, PARTITIONS};
+use crate::kit::offsets::GroupOffsets;
 use crate::lab::deadline::Deadline;
 use crate::lab::report::LagRow;
-use crate::lab::target::{broker_error, Cluster};
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
 
 /// What one run left behind.
@@ -130,6 +131,8 @@ async fn drive(
     let started_ms = journal.clock().ms();
     members.control.send_replace(Control::Run);
 
+    // kafka-consumer-groups.sh --describe's view of the group, read twice.
+    let offsets = GroupOffsets::new(cluster.client(), &journal.group);
     let lag_during = match spec.incident {
         Incident::Stall { member, .. } => {
             let what = format!("{member}'s stall");
@@ -141,7 +144,7 @@ async fn drive(
             .await?;
             // Into the stall, before the poll timeout: the member still owns its partitions.
             tokio::time::sleep(timing.lag_snapshot).await;
-            let reading = lag(cluster, &journal.group, &journal.topic);
+            let reading = offsets.lag_rows(&journal.topic, PARTITIONS);
             let mut rows = deadline.wait("reading the group's lag", reading).await?;
             add_processed(&mut rows, &stores);
             rows
@@ -156,7 +159,7 @@ async fn drive(
     wait_until(journal, &deadline, &what, |j| settled(j, &log_end)).await?;
     journal.record(None, Event::Settled);
     let settled_ms = journal.clock().ms();
-    let reading = lag(cluster, &journal.group, &journal.topic);
+    let reading = offsets.lag_rows(&journal.topic, PARTITIONS);
     let lag_after = deadline.wait("reading the group's lag", reading).await?;
     deadline.wait("the members leaving", members.stop()).await?;
     Ok(Outcome {
@@ -299,21 +302,6 @@ fn describe(views: &BTreeMap<String, View>) -> String {
         return "none has joined yet".to_string();
     }
     list.join("; ")
-}
-
-/// The group's lag per partition, as kafka-consumer-groups.sh --describe reads it.
-async fn lag(cluster: &Cluster, group: &str, topic: &str) -> Result<Vec<LagRow>, LabError> {
-    let lag = cluster
-        .admin()
-        .group_lag(group)
-        .await
-        .map_err(|e| broker_error(&format!("reading the lag of group {group}"), &e))?;
-    Ok(lag
-        .partitions
-        .iter()
-        .filter(|p| p.topic == topic)
-        .map(|p| LagRow::from_admin(group, p))
-        .collect())
 }
 
 /// Beside each partition's committed offset, what the members applied to the ledger at or past

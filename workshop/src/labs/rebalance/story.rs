@@ -3,13 +3,11 @@
 //! line is one a member wrote during the run. The tables and log excerpts are built in
 //! [`evidence`](super::evidence).
 
-use std::collections::BTreeSet;
-
 use client::GroupConfig;
 
 use super::evidence::{
     assignors_table, batches_table, euros, incident_lines, members_table, membership_table, ms_of,
-    ordinal, processed_per_member, redeliveries_table, secs, setting,
+    ordinal, processed_per_member, redeliveries_said, redeliveries_table, secs, setting,
 };
 use super::figures::Figures;
 use super::plan::{Kind, Plan};
@@ -146,56 +144,7 @@ fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
     n.lag(&base.lag_during);
     n.say(&processed_per_member(f, base));
     n.table(&redeliveries_table(f));
-    let stalled_first = f
-        .redeliveries
-        .iter()
-        .all(|r| r.first.member == f.stalled_member && r.second.generation > r.first.generation);
-    // Where the group's commits left each partition: the log start when nothing was committed.
-    let committed = |partition: i32| {
-        base.lag_during
-            .iter()
-            .find(|row| row.partition == partition)
-            .map(|row| row.current_offset.unwrap_or(0))
-    };
-    let from_committed = f
-        .redeliveries
-        .iter()
-        .all(|r| committed(r.partition) == Some(r.first_offset));
-    n.say(&if f.redeliveries.is_empty() {
-        "No payment was applied twice.".to_string()
-    } else if stalled_first {
-        let firsts: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.first.generation).collect();
-        let seconds: BTreeSet<i32> = f.redeliveries.iter().map(|r| r.second.generation).collect();
-        let list = |g: &BTreeSet<i32>| {
-            g.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let starts: Vec<String> = f
-            .redeliveries
-            .iter()
-            .map(|r| format!("{}-{} at {}", f.topic, r.partition, r.first_offset))
-            .collect();
-        format!(
-            "Every first application is {}'s, in generation {}; every second one is the new owner's, \
-             in generation {}, {} ({}). Neither member did anything wrong.",
-            f.stalled_member,
-            list(&firsts),
-            list(&seconds),
-            if from_committed {
-                "starting at the committed offset"
-            } else {
-                "starting at"
-            },
-            starts.join(", ")
-        )
-    } else {
-        format!(
-            "Not every payment applied twice was first applied by {}: see the table.",
-            f.stalled_member
-        )
-    });
+    n.say(&redeliveries_said(f, base));
 }
 
 fn cooperative(n: &mut Narrator, f: &Figures) {
