@@ -261,18 +261,13 @@ pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
 pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
     n.answer();
     let t = &HotTenant::of(naive, keyed);
-    if let Some(route) = keyed.routing_log.iter().find_map(|(_, r)| match r {
-        RoutingRecord::Tenant(t) if t.route_version > 1 => Some(*t),
-        _ => None,
-    }) {
+    // The figures hold the tenant's bucketed route as the routing topic does (version 0: none).
+    if t.route_version > 1 {
         n.say(&format!(
             "The tenant's record in the routing topic, in source 001's form:\n\
              tenants:\n  \"{}\":\n    strategy: bucketed\n    bucket_count: {}\n    \
              route_version: {}\n    migration_state: {}",
-            route.tenant,
-            route.bucket_count,
-            route.route_version,
-            route.migration_state.name()
+            t.tenant, t.bucket_count, t.route_version, t.migration_state
         ));
     }
     let mut load = Table::new(&[

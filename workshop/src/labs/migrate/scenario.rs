@@ -235,7 +235,7 @@ pub struct Events {
 }
 
 /// Everything a run measured, read off the world at its end.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     pub scenario: Scenario,
     pub events: Events,
@@ -256,7 +256,7 @@ pub struct Run {
     pub commands_lag: Option<i64>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrationSummary {
     pub plan: Plan,
     pub phase: Phase,

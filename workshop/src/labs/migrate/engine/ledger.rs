@@ -132,7 +132,7 @@ impl Ledger {
 }
 
 /// What the audit found, from the stores against the ledger.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Audit {
     /// Acknowledged writes absent from their key's owner.
     pub lost: Vec<Ack>,
