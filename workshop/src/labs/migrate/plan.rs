@@ -100,7 +100,8 @@ pub(crate) mod tests {
         parse(&[]).unwrap()
     }
 
-    fn parse(flags: &[&str]) -> Result<Plan, String> {
+    /// The plan of `flags` as the command line gives them, or the error line.
+    pub(crate) fn parse(flags: &[&str]) -> Result<Plan, String> {
         let command = MigrateArgs::augment_args(clap::Command::new("migrate"));
         let matches = command
             .try_get_matches_from(std::iter::once("migrate").chain(flags.iter().copied()))

@@ -142,9 +142,12 @@ impl Scenario {
             copy_rate: plan.copy_rate as usize,
             replay_rate: plan.replay_rate as usize,
             validate_rate: VALIDATE_RATE,
+            checkpoint_ms: 10,
+            retention_ms: 300,
+            block_lease_ms: 20,
+            read_switch_ms: 20,
             idempotency_keys: self != Scenario::DualWriteNaive,
             replay_twice: self == Scenario::Protocol,
-            ..Settings::default()
         }
     }
 

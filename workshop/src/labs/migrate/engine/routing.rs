@@ -225,15 +225,9 @@ impl RoutingTable {
         ShardId::from_node(self.index.owner_of_hash(position)).unwrap_or(ShardId::A)
     }
 
-    /// Where a read of `key` goes.
+    /// Where a read of `key` goes: the first place a write goes.
     pub fn route_read(&self, key: &RowKey) -> Route {
-        self.routes(key)[0]
-    }
-
-    /// Where a write of `key` goes: one shard, or two during a tenant's dual write (the one
-    /// reads use first).
-    pub fn route_write(&self, key: &RowKey) -> Vec<Route> {
-        self.routes(key)
+        self.route_write(key)[0]
     }
 
     /// For a tenant's row: the shard of the whole tenant and the shard of its bucket.
@@ -244,7 +238,9 @@ impl RoutingTable {
         (old, self.owner(position(&bucket_route_key(tenant, bucket))))
     }
 
-    fn routes(&self, key: &RowKey) -> Vec<Route> {
+    /// Where a write of `key` goes: one shard, or two during a tenant's dual write (the one
+    /// reads use first).
+    pub fn route_write(&self, key: &RowKey) -> Vec<Route> {
         let ring = |shard| Route {
             shard,
             token: self.ring.version,

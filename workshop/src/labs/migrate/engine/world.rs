@@ -49,22 +49,6 @@ pub struct Settings {
     pub replay_twice: bool,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            copy_rate: 1,
-            replay_rate: 2,
-            validate_rate: 4,
-            checkpoint_ms: 10,
-            retention_ms: 300,
-            block_lease_ms: 20,
-            read_switch_ms: 20,
-            idempotency_keys: true,
-            replay_twice: false,
-        }
-    }
-}
-
 /// A service instance: a router.
 #[derive(Debug)]
 pub(super) struct Instance {
