@@ -13,7 +13,7 @@ use super::figures::{
 };
 use super::scenario::{ring_v7, ring_v8, Run, MOVED};
 use super::traffic::{Traffic, BEN};
-use crate::lab::report::{Align, Level, LogLine as Line, Narrator, Table};
+use crate::lab::report::{count, Align, Level, LogLine as Line, Narrator, Table};
 
 /// The ring's answer: users per shard before and after D joins, and who moves.
 pub fn ring_evidence(n: &mut Narrator, profiles: &Traffic) {
@@ -186,8 +186,8 @@ fn stale_refusals(f: &Protocol) -> String {
     };
     format!(
         "B refused {} and {} of the stale instance:{reads_went_on}{write}",
-        count(writes, "write"),
-        count(reads, "read")
+        count(writes, "write", "writes"),
+        count(reads, "read", "reads")
     )
 }
 
@@ -261,18 +261,13 @@ pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
 pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
     n.answer();
     let t = &HotTenant::of(naive, keyed);
-    if let Some(route) = keyed.routing_log.iter().find_map(|(_, r)| match r {
-        RoutingRecord::Tenant(t) if t.route_version > 1 => Some(*t),
-        _ => None,
-    }) {
+    // The figures hold the tenant's bucketed route as the routing topic does (version 0: none).
+    if t.route_version > 1 {
         n.say(&format!(
             "The tenant's record in the routing topic, in source 001's form:\n\
              tenants:\n  \"{}\":\n    strategy: bucketed\n    bucket_count: {}\n    \
              route_version: {}\n    migration_state: {}",
-            route.tenant,
-            route.bucket_count,
-            route.route_version,
-            route.migration_state.name()
+            t.tenant, t.bucket_count, t.route_version, t.migration_state
         ));
     }
     let mut load = Table::new(&[
@@ -290,7 +285,7 @@ pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
         row.extend(
             ShardId::ALL
                 .iter()
-                .map(|s| per.get(s.name()).copied().unwrap_or(0).to_string()),
+                .map(|s| per.get(&s.to_string()).copied().unwrap_or(0).to_string()),
         );
         load.row(row);
     }
@@ -437,16 +432,8 @@ fn shard_line(l: &LogLine) -> Line {
             "ERROR" => Level::Error,
             _ => Level::Info,
         },
-        source: Some(format!("shard-{}", l.shard.name().to_lowercase())),
+        source: Some(format!("shard-{}", l.shard.to_string().to_lowercase())),
         text: l.text.clone(),
-    }
-}
-
-/// `n` and `noun`, plural unless `n` is 1: "1 row", "4 rows".
-pub(super) fn count(n: u64, noun: &str) -> String {
-    match n {
-        1 => format!("1 {noun}"),
-        n => format!("{n} {noun}s"),
     }
 }
 

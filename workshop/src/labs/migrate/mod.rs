@@ -132,18 +132,8 @@ mod tests {
             .start_paused(true)
             .build()
             .unwrap();
-        let args = MigrateArgs {
-            users: 20,
-            rate: 1,
-            duration_ms: 600,
-            copy_rate: 1,
-            replay_rate: 4,
-            stale_ms: 300,
-            orders: 16,
-            buckets: 4,
-            failure_percent: 3,
-        };
-        let plan = Plan::new(&args).unwrap();
+        let small = "--users 20 --rate 1 --duration-ms 600 --orders 16 --buckets 4";
+        let plan = plan::tests::parse(&small.split(' ').collect::<Vec<_>>()).unwrap();
         let cluster = rt.block_on(Cluster::slowed(ApiKey::ListOffsets, Duration::from_secs(5)));
         let started = rt.block_on(async { tokio::time::Instant::now() });
         let ran = story::phases(&rt, &cluster, &plan, 5, &mut Narrator::new());

@@ -59,33 +59,21 @@ pub struct MigrateArgs {
     pub failure_percent: u32,
 }
 
-/// The flags, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    pub users: u32,
-    pub rate: u32,
-    pub duration_ms: u64,
-    pub copy_rate: u32,
-    pub replay_rate: u32,
-    pub stale_ms: u64,
-    pub orders: u32,
-    pub buckets: u32,
-    pub failure_percent: u32,
+/// The flags, checked: the arguments once [`Plan::new`] accepted them.
+#[derive(Debug, Clone)]
+pub struct Plan(MigrateArgs);
+
+impl std::ops::Deref for Plan {
+    type Target = MigrateArgs;
+
+    fn deref(&self) -> &MigrateArgs {
+        &self.0
+    }
 }
 
 impl Plan {
     pub fn new(args: &MigrateArgs) -> Result<Plan, LabError> {
-        let plan = Plan {
-            users: args.users,
-            rate: args.rate,
-            duration_ms: args.duration_ms,
-            copy_rate: args.copy_rate,
-            replay_rate: args.replay_rate,
-            stale_ms: args.stale_ms,
-            orders: args.orders,
-            buckets: args.buckets,
-            failure_percent: args.failure_percent,
-        };
+        let plan = Plan(args.clone());
         // The catch-up must outrun the writes that reach B, or it never ends. B holds about
         // 30 % of the ring ((20, 50]); a generous bound keeps the check simple and safe.
         if u64::from(plan.replay_rate) * 10 < u64::from(plan.rate) * 4 {
@@ -103,11 +91,17 @@ impl Plan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::{Args, FromArgMatches};
 
-    fn parse(flags: &[&str]) -> Result<Plan, String> {
+    /// The plan of the default flags, as a user who gives none runs the lab.
+    pub(crate) fn default_plan() -> Plan {
+        parse(&[]).unwrap()
+    }
+
+    /// The plan of `flags` as the command line gives them, or the error line.
+    pub(crate) fn parse(flags: &[&str]) -> Result<Plan, String> {
         let command = MigrateArgs::augment_args(clap::Command::new("migrate"));
         let matches = command
             .try_get_matches_from(std::iter::once("migrate").chain(flags.iter().copied()))

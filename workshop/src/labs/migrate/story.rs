@@ -8,15 +8,14 @@ use tokio::runtime::Runtime;
 
 use super::evidence;
 use super::figures::{self, Figures, Runs};
-use super::kafka::Commands;
+use super::kafka::{produce_commands, USERS_TOPIC};
 use super::plan::{self, Plan};
 use super::scenario::{ring_v7, Scenario};
 use super::traffic::{self, Traffic, HOT_TENANT, TENANT_MS, TENANT_RATE};
 use super::Runner;
-use crate::lab::report::{thousands, Narrator, Phase as Opening, Summary};
+use crate::lab::report::{count, thousands, Narrator, Phase as Opening, Summary};
 use crate::lab::target::Cluster;
 use crate::lab::LabError;
-use evidence::count;
 
 /// Every run, each narrated as it happens.
 pub fn phases(
@@ -28,20 +27,10 @@ pub fn phases(
 ) -> Result<figures::Figures, LabError> {
     let profiles = traffic::profiles(plan, seed);
     let (orders, faults) = traffic::tenant(plan, seed);
-    let users_topic = "profile-commands";
-    ring(n, plan, &profiles, &cluster.name(users_topic));
+    ring(n, plan, &profiles, &cluster.name(USERS_TOPIC));
     evidence::ring_evidence(n, &profiles);
     // The commands, written once for every run, within the first phase.
-    let deadline = n.deadline(Commands::work(&profiles) + Commands::work(&orders));
-    let users = Commands::produce(rt, cluster, users_topic, &profiles, Vec::new(), &deadline)?;
-    let tenant = Commands::produce(
-        rt,
-        cluster,
-        "tenant-42-commands",
-        &orders,
-        faults,
-        &deadline,
-    )?;
+    let (users, tenant) = produce_commands(rt, cluster, n, &profiles, &orders, faults)?;
     let mut runs = Runner {
         rt,
         cluster,
@@ -133,7 +122,7 @@ pub fn copy_once(n: &mut Narrator, plan: &Plan) {
             "At {} ms a snapshot of (20, 40] on B is copied to D, {} a ms (throttled), then \
              ring version 8. B takes writes all along.",
             plan::MIGRATE_AT,
-            count(plan.copy_rate.into(), "row")
+            count(plan.copy_rate.into(), "row", "rows")
         ),
         predict: "how many writes are lost, and which?",
     });
@@ -162,7 +151,7 @@ pub fn protocol(n: &mut Narrator, plan: &Plan) {
              B's changelog from it ({} records a ms, idempotent); validate; block writes to the \
              range, apply the rest, commit version 8 (B now refuses version 7); keep B's copy. \
              Ben's instance is stale again, as before.",
-            count(plan.copy_rate.into(), "row"),
+            count(plan.copy_rate.into(), "row", "rows"),
             plan.replay_rate
         ),
         predict: "how long are writes to (20, 40] blocked, and how many are lost?",
@@ -208,7 +197,7 @@ pub fn hot_tenant(n: &mut Narrator, plan: &Plan, commands: &str) {
             thousands(plan.orders.into()),
             plan::SPLIT_AT,
             plan.buckets,
-            count(plan.copy_rate.into(), "row"),
+            count(plan.copy_rate.into(), "row", "rows"),
             plan.failure_percent
         ),
         predict: "do the old and new copies agree at validation?",

@@ -130,35 +130,3 @@ pub fn tenant(plan: &Plan, seed: u64) -> (Traffic, Vec<CommandId>) {
     };
     (traffic, faults)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::labs::migrate::plan::{MigrateArgs, Plan};
-    use clap::{Args, FromArgMatches};
-
-    fn plan() -> Plan {
-        let command = MigrateArgs::augment_args(clap::Command::new("migrate"));
-        let matches = command.try_get_matches_from(["migrate"]).unwrap();
-        Plan::new(&MigrateArgs::from_arg_matches(&matches).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn the_seed_fixes_the_traffic_and_ids_follow_arrival() {
-        let (a, b) = (profiles(&plan(), 5), profiles(&plan(), 5));
-        assert_eq!(a, b);
-        assert_ne!(a.commands, profiles(&plan(), 6).commands);
-        assert!(a
-            .commands
-            .windows(2)
-            .all(|w| w[0].at <= w[1].at && w[0].id < w[1].id));
-        assert_eq!(a.users.len(), 201);
-        let ben = RowKey::user(BEN);
-        let ben_writes = a.commands.iter().filter(|c| c.key == ben).count();
-        assert!(ben_writes >= 45, "{ben_writes}");
-        assert!(a.reads.iter().filter(|(_, k)| *k == ben).count() >= 45);
-        let (t, faults) = tenant(&plan(), 5);
-        assert_eq!(t.commands.len(), 1800);
-        assert!(!faults.is_empty() && faults.len() < 200);
-    }
-}

@@ -1,8 +1,7 @@
 //! The lab's verdict: every naive move loses something, the protocol nothing.
 
-use super::evidence::count;
 use super::figures::Figures;
-use crate::lab::report::Checks;
+use crate::lab::report::{count, Checks};
 
 /// The phenomenon, short enough for the verdict line to fit 100 columns.
 pub fn expected() -> String {
@@ -56,8 +55,8 @@ pub fn verdict(f: &Figures) -> Checks {
             p.lost_writes_protocol,
             p.missed_reads_protocol,
             p.duplicated_effects_protocol,
-            count(p.refused_stale_writes_fenced as u64, "write"),
-            count(p.refused_stale_reads_fenced as u64, "read"),
+            count(p.refused_stale_writes_fenced as u64, "write", "writes"),
+            count(p.refused_stale_reads_fenced as u64, "read", "reads"),
             p.writes_since_handover_fenced
         ),
     );
@@ -109,7 +108,21 @@ pub fn verdict(f: &Figures) -> Checks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labs::migrate::figures::tests::in_memory_figures;
+    use std::collections::BTreeMap;
+
+    use crate::labs::migrate::figures::{figures, Runs};
+    use crate::labs::migrate::plan::tests::default_plan;
+    use crate::labs::migrate::scenario::{tests::in_memory, Run, Scenario};
+    use crate::labs::migrate::traffic;
+
+    fn in_memory_figures(seed: u64) -> Figures {
+        let runs: BTreeMap<Scenario, Run> = Scenario::ALL
+            .into_iter()
+            .map(|s| (s, in_memory(s, seed)))
+            .collect();
+        let profiles = traffic::profiles(&default_plan(), seed);
+        figures(seed, "memory".into(), &profiles, &Runs(&runs)).unwrap()
+    }
 
     #[test]
     fn the_verdict_needs_every_naive_loss_and_no_protocol_loss() {

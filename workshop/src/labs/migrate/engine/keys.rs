@@ -36,20 +36,12 @@ impl ShardId {
     pub fn from_node(node: NodeId) -> Option<ShardId> {
         ShardId::ALL.get(node as usize).copied()
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ShardId::A => "A",
-            ShardId::B => "B",
-            ShardId::C => "C",
-            ShardId::D => "D",
-        }
-    }
 }
 
 impl fmt::Display for ShardId {
+    /// The shard's letter.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        write!(f, "{self:?}")
     }
 }
 

@@ -59,14 +59,18 @@ pub struct Refused {
     pub write: bool,
 }
 
+/// The acknowledged writes are indexed by key as they come; the rest is only ever appended to
+/// or counted.
 #[derive(Debug, Default)]
 pub struct Ledger {
     acks: Vec<Ack>,
     by_key: BTreeMap<RowKey, Vec<usize>>,
-    reads: Vec<ReadRecord>,
-    refused: Vec<Refused>,
-    held: u64,
-    dual_write_failures: u64,
+    pub reads: Vec<ReadRecord>,
+    pub refusals: Vec<Refused>,
+    /// Writes that had to wait for a block to end.
+    pub held: u64,
+    /// Dual writes whose second write failed (and were retried).
+    pub dual_write_failures: u64,
 }
 
 impl Ledger {
@@ -96,43 +100,10 @@ impl Ledger {
             .count();
         (missing, acked.len())
     }
-
-    pub fn read(&mut self, read: ReadRecord) {
-        self.reads.push(read);
-    }
-
-    pub fn reads(&self) -> &[ReadRecord] {
-        &self.reads
-    }
-
-    pub fn refused(&mut self, refused: Refused) {
-        self.refused.push(refused);
-    }
-
-    pub fn refusals(&self) -> &[Refused] {
-        &self.refused
-    }
-
-    pub fn held(&mut self) {
-        self.held += 1;
-    }
-
-    /// Writes that had to wait for a block to end.
-    pub fn held_writes(&self) -> u64 {
-        self.held
-    }
-
-    pub fn dual_write_failed(&mut self) {
-        self.dual_write_failures += 1;
-    }
-
-    pub fn dual_write_failures(&self) -> u64 {
-        self.dual_write_failures
-    }
 }
 
 /// What the audit found, from the stores against the ledger.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Audit {
     /// Acknowledged writes absent from their key's owner.
     pub lost: Vec<Ack>,

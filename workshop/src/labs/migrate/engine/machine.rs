@@ -536,39 +536,6 @@ mod tests {
     }
 
     #[test]
-    fn the_protocol_goes_through_every_step_and_records_each() {
-        let mut m = Migration::new(plan(Variant::Protocol));
-        m.prepare(LabTime(1)).unwrap();
-        let copying = m.snapshot(LabTime(2), Some(17)).unwrap();
-        assert_eq!(
-            (copying.state, copying.snapshot_offset),
-            (Phase::Copying, Some(17))
-        );
-        m.catch_up(LabTime(3)).unwrap();
-        let checkpoint = m.checkpoint_at(LabTime(4), 25).unwrap();
-        assert_eq!(
-            (checkpoint.state, checkpoint.next_offset),
-            (Phase::CatchingUp, Some(25))
-        );
-        m.validate(LabTime(5)).unwrap();
-        m.validated(LabTime(6), matching()).unwrap();
-        m.block(LabTime(7)).unwrap();
-        let committed = m.commit(handover(9)).unwrap();
-        assert_eq!(committed.handover, Some(handover(9)));
-        assert_eq!((committed.from_version, committed.target_version), (7, 8));
-        m.retain(LabTime(10)).unwrap();
-        m.clean_up(LabTime(20)).unwrap();
-        let mut states: Vec<Phase> = m.records().iter().map(|r| r.state).collect();
-        states.dedup();
-        assert_eq!(states, m.path()[1..]);
-        assert!(m.phase().is_final());
-        assert!(
-            m.prepare(LabTime(21)).is_err(),
-            "an ended migration takes no step"
-        );
-    }
-
-    #[test]
     fn steps_out_of_order_are_refused() {
         let mut m = Migration::new(plan(Variant::Protocol));
         m.prepare(LabTime(1)).unwrap();
@@ -609,67 +576,5 @@ mod tests {
             Migration::new(plan(Variant::Protocol)).path()
         );
         assert!(!Variant::NoFencing.fences() && Variant::CopyOnce.fences());
-    }
-
-    #[test]
-    fn an_interrupted_migration_resumes_from_its_last_checkpoint() {
-        let mut m = Migration::new(plan(Variant::Protocol));
-        m.prepare(LabTime(1)).unwrap();
-        m.snapshot(LabTime(2), Some(10)).unwrap();
-        // A failure during the copy starts the copy over, with a fresh snapshot.
-        m.interrupt(LabTime(3)).unwrap();
-        assert_eq!(m.resume(LabTime(4)).unwrap().state, Phase::Copying);
-        m.snapshot(LabTime(4), Some(14)).unwrap();
-        m.catch_up(LabTime(5)).unwrap();
-        m.checkpoint_at(LabTime(6), 20).unwrap();
-        let interrupted = m.interrupt(LabTime(7)).unwrap();
-        assert_eq!(
-            (
-                interrupted.state,
-                interrupted.interrupted,
-                interrupted.next_offset
-            ),
-            (Phase::Interrupted, Some(Phase::CatchingUp), Some(20))
-        );
-        // The worker is gone: what it knew comes back from the durable record.
-        let mut recovered = Migration::recover(m.plan().clone(), &interrupted);
-        assert_eq!(recovered.checkpoint(), Some(20));
-        let resumed = recovered.resume(LabTime(9)).unwrap();
-        assert_eq!(
-            (resumed.state, resumed.interrupted),
-            (Phase::CatchingUp, None)
-        );
-        assert_eq!(recovered.snapshot_offset(), Some(14));
-        assert!(recovered.resume(LabTime(10)).is_err());
-    }
-
-    #[test]
-    fn undoing_a_commit_is_a_migration_back_from_the_handover() {
-        let mut forward = Migration::new(plan(Variant::Protocol));
-        forward.prepare(LabTime(1)).unwrap();
-        forward.snapshot(LabTime(1), Some(0)).unwrap();
-        forward.catch_up(LabTime(1)).unwrap();
-        forward.validate(LabTime(1)).unwrap();
-        forward.validated(LabTime(1), matching()).unwrap();
-        forward.block(LabTime(1)).unwrap();
-        forward.commit(handover(2)).unwrap();
-        forward.retain(LabTime(2)).unwrap();
-        let back = Plan {
-            id: "d-to-b".into(),
-            source: ShardId::D,
-            destination: Destination::Shard(ShardId::B),
-            from_version: 8,
-            target_version: 9,
-            start: Start::Retained { offset: 12 },
-            ..plan(Variant::Protocol)
-        };
-        let mut back = Migration::new(back);
-        assert!(!back.path().contains(&Phase::Copying));
-        back.prepare(LabTime(3)).unwrap();
-        assert_eq!(back.catch_up(LabTime(3)).unwrap().snapshot_offset, Some(12));
-        assert_eq!(
-            forward.roll_back(LabTime(4)).unwrap().state,
-            Phase::RolledBack
-        );
     }
 }

@@ -179,7 +179,7 @@ fn run_case(seed: u64, variant: Variant, rollback: Rollback) -> Case {
             .last()
             .map_or(Phase::Planned, |w| w.machine().phase()),
         stale_writes: world.shard(ShardId::B).writes_since_handover(&MOVED),
-        refused: world.ledger().refusals().len(),
+        refused: world.ledger().refusals.len(),
         audit: world.audit().unwrap(),
         failures,
     }

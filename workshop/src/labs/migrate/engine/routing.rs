@@ -219,26 +219,15 @@ impl RoutingTable {
         &self.ring
     }
 
-    #[cfg(test)]
-    pub fn version(&self) -> u32 {
-        self.ring.version
-    }
-
     /// The shard that owns a ring position: the first token at or after it (source 004).
     pub fn owner(&self, position: u64) -> ShardId {
         // Every token's node came from a ShardId, so the way back exists.
         ShardId::from_node(self.index.owner_of_hash(position)).unwrap_or(ShardId::A)
     }
 
-    /// Where a read of `key` goes.
+    /// Where a read of `key` goes: the first place a write goes.
     pub fn route_read(&self, key: &RowKey) -> Route {
-        self.routes(key)[0]
-    }
-
-    /// Where a write of `key` goes: one shard, or two during a tenant's dual write (the one
-    /// reads use first).
-    pub fn route_write(&self, key: &RowKey) -> Vec<Route> {
-        self.routes(key)
+        self.route_write(key)[0]
     }
 
     /// For a tenant's row: the shard of the whole tenant and the shard of its bucket.
@@ -249,7 +238,9 @@ impl RoutingTable {
         (old, self.owner(position(&bucket_route_key(tenant, bucket))))
     }
 
-    fn routes(&self, key: &RowKey) -> Vec<Route> {
+    /// Where a write of `key` goes: one shard, or two during a tenant's dual write (the one
+    /// reads use first).
+    pub fn route_write(&self, key: &RowKey) -> Vec<Route> {
         let ring = |shard| Route {
             shard,
             token: self.ring.version,
@@ -277,95 +268,5 @@ impl RoutingTable {
             Some(second) if second != first => vec![at(first), at(second)],
             _ => vec![at(first)],
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v7() -> RingVersion {
-        RingVersion {
-            version: 7,
-            tokens: [(ShardId::A, 20), (ShardId::B, 50), (ShardId::C, 80)]
-                .map(|(shard, position)| Token { shard, position })
-                .to_vec(),
-        }
-    }
-
-    #[test]
-    fn version_7_gives_ben_to_b_and_version_8_to_d() {
-        let before = RoutingTable::new(v7(), BTreeMap::new()).unwrap();
-        let v8 = v7().with(ShardId::D, 40, 8);
-        assert_eq!(v8.describe(), "A:20 D:40 B:50 C:80");
-        let after = RoutingTable::new(v8, BTreeMap::new()).unwrap();
-        let ben = RowKey::user("Ben");
-        assert_eq!(
-            before.route_read(&ben),
-            Route {
-                shard: ShardId::B,
-                token: 7
-            }
-        );
-        assert_eq!(
-            after.route_write(&ben),
-            vec![Route {
-                shard: ShardId::D,
-                token: 8
-            }]
-        );
-        assert_eq!((after.owner(35), after.owner(90)), (ShardId::D, ShardId::A));
-        assert!(RoutingTable::new(
-            RingVersion {
-                version: 1,
-                tokens: vec![]
-            },
-            BTreeMap::new()
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn a_tenant_in_dual_write_writes_both_placements_and_reads_the_old_one() {
-        let mut route = TenantRoute {
-            tenant: 42,
-            strategy: Strategy::Bucketed,
-            bucket_count: 64,
-            route_version: 2,
-            migration_state: TenantState::DualWrite,
-        };
-        let table = |route: TenantRoute| {
-            RoutingTable::new(v7().with(ShardId::D, 40, 8), BTreeMap::from([(42, route)])).unwrap()
-        };
-        let moved = (0..200)
-            .map(|order| RowKey::Order { tenant: 42, order })
-            .find(|key| table(route).route_write(key).len() == 2)
-            .expect("some bucket lies on another shard");
-        let RowKey::Order { order, .. } = moved else {
-            unreachable!()
-        };
-        let (old, new) = table(route).placements(42, order);
-        assert_eq!(old, ShardId::C, "tenant 42 sits at position 73");
-        let shards = |r: Vec<Route>| r.iter().map(|r| r.shard).collect::<Vec<_>>();
-        assert_eq!(shards(table(route).route_write(&moved)), [old, new]);
-        assert_eq!(table(route).route_read(&moved).shard, old);
-        route.migration_state = TenantState::ReadNew;
-        assert_eq!(shards(table(route).route_write(&moved)), [new, old]);
-        route.migration_state = TenantState::Done;
-        assert_eq!(shards(table(route).route_write(&moved)), [new]);
-        assert_eq!(table(route).route_read(&moved).token, 2);
-    }
-
-    #[test]
-    fn the_latest_record_per_key_is_in_force() {
-        let mut state = RoutingState::default();
-        assert!(state.table().is_err());
-        state.apply(RoutingRecord::Ring(v7()));
-        state.apply(RoutingRecord::Ring(v7().with(ShardId::D, 40, 8)));
-        let bytes = RoutingRecord::Ring(v7().renumbered(9)).encode();
-        state.apply(RoutingRecord::decode(&bytes).unwrap());
-        assert_eq!(state.table().unwrap().version(), 9);
-        assert_eq!(state.table().unwrap().ring().describe(), "A:20 B:50 C:80");
-        assert!(RoutingRecord::decode(b"{}").is_err());
     }
 }

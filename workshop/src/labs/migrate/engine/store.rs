@@ -90,12 +90,6 @@ impl Row {
         self.effects.contains_key(&cmd)
     }
 
-    /// Commands that took effect more than once.
-    #[cfg(test)]
-    pub fn duplicated(&self) -> usize {
-        self.effects.values().filter(|&&n| n > 1).count()
-    }
-
     pub fn amount(&self, field: &str) -> i64 {
         match self.fields.get(field) {
             Some(Value::Amount(total)) => *total,
@@ -194,7 +188,7 @@ pub struct LogLine {
 
 impl fmt::Display for LogLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let node = format!("shard-{}", self.shard.name().to_lowercase());
+        let node = format!("shard-{}", self.shard.to_string().to_lowercase());
         write!(f, "{node}  {}  {:<5} {}", self.at, self.level, self.text)
     }
 }
@@ -494,151 +488,5 @@ impl ShardStore {
             }
         }
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::labs::migrate::engine::keys::Arc;
-
-    fn set(id: u64, user: &str, value: &str) -> Command {
-        Command {
-            id: CommandId(id),
-            key: RowKey::user(user),
-            op: Op::Set {
-                field: "email".into(),
-                value: value.into(),
-            },
-            at: LabTime(id),
-        }
-    }
-
-    fn add(id: u64, order: u32, amount: i64) -> Command {
-        Command {
-            id: CommandId(id),
-            key: RowKey::Order { tenant: 42, order },
-            op: Op::Add {
-                field: TOTAL.into(),
-                amount,
-            },
-            at: LabTime(id),
-        }
-    }
-
-    const MOVED: Scope = Scope::Arc(Arc { from: 20, to: 40 });
-
-    #[test]
-    fn a_keyed_replay_changes_nothing_and_an_unkeyed_one_counts_twice() {
-        let mut b = ShardStore::new(ShardId::B, true);
-        let Ok(Outcome::Applied { offset, change }) = b.write(&add(1, 7, 5), 1, true, LabTime(1))
-        else {
-            panic!("applied")
-        };
-        assert_eq!((offset, b.log_end()), (0, 1));
-        assert_eq!(
-            b.write(&add(1, 7, 5), 1, true, LabTime(2)),
-            Ok(Outcome::AlreadyApplied)
-        );
-        let mut d = ShardStore::new(ShardId::D, true);
-        assert!(matches!(
-            d.replay(&change, ShardId::B, 0, LabTime(3)),
-            Outcome::Applied { .. }
-        ));
-        assert_eq!(
-            d.replay(&change, ShardId::B, 0, LabTime(4)),
-            Outcome::AlreadyApplied
-        );
-        let key = RowKey::Order {
-            tenant: 42,
-            order: 7,
-        };
-        assert_eq!(d.row(&key).unwrap().amount(TOTAL), 5);
-        assert_eq!(
-            d.digest(&Scope::Tenant(42), |_| true),
-            b.digest(&Scope::Tenant(42), |_| true)
-        );
-
-        let mut naive = ShardStore::new(ShardId::C, true);
-        naive.write(&add(1, 7, 5), 1, false, LabTime(1)).unwrap();
-        naive.write(&add(1, 7, 5), 1, false, LabTime(2)).unwrap();
-        let row = naive.row(&key).unwrap();
-        assert_eq!((row.amount(TOTAL), row.duplicated()), (10, 1));
-    }
-
-    #[test]
-    fn after_a_handover_fences_refuse_old_versions_and_without_them_writes_pile_up() {
-        for enforce in [true, false] {
-            let mut b = ShardStore::new(ShardId::B, enforce);
-            b.write(&set(1, "Ben", "a"), 7, true, LabTime(1)).unwrap();
-            b.hand_over(MOVED, 8);
-            let stale = b.write(&set(2, "Ben", "b"), 7, true, LabTime(2));
-            let read = b.read(&RowKey::user("Ben"), 7).map(|r| r.is_some());
-            if enforce {
-                assert_eq!(stale, Err(Refusal::Fenced { min_version: 8 }));
-                assert_eq!(read, Err(Refusal::Fenced { min_version: 8 }));
-                assert_eq!(b.writes_since_handover(&MOVED), 0);
-            } else {
-                assert!(stale.is_ok());
-                assert_eq!(read, Ok(true));
-                assert_eq!(b.writes_since_handover(&MOVED), 1);
-            }
-            // Outside the scope, and with the new version, nothing changes.
-            assert!(b
-                .write(&set(3, "user-001", "c"), 7, true, LabTime(3))
-                .is_ok());
-            assert!(b.write(&set(4, "Ben", "d"), 8, true, LabTime(4)).is_ok());
-        }
-    }
-
-    #[test]
-    fn a_freeze_blocks_writes_until_its_lease_ends() {
-        let mut b = ShardStore::new(ShardId::B, true);
-        b.freeze(MOVED, LabTime(10));
-        assert_eq!(
-            b.write(&set(1, "Ben", "a"), 7, true, LabTime(5)),
-            Err(Refusal::Blocked)
-        );
-        assert!(b.read(&RowKey::user("Ben"), 7).is_ok());
-        assert!(b.write(&set(2, "Ben", "a"), 7, true, LabTime(10)).is_ok());
-        b.freeze(MOVED, LabTime(20));
-        b.unfreeze(&MOVED);
-        assert!(b.write(&set(3, "Ben", "b"), 7, true, LabTime(11)).is_ok());
-    }
-
-    #[test]
-    fn a_store_restored_from_its_changelog_is_the_same_store() {
-        fn applied(log: &mut Vec<Change>, outcome: Outcome) {
-            if let Outcome::Applied { change, .. } = outcome {
-                log.push(change);
-            }
-        }
-        let (mut b, mut log_b) = (ShardStore::new(ShardId::B, true), Vec::new());
-        for cmd in [
-            set(1, "Ben", "a"),
-            set(2, "user-001", "b"),
-            set(3, "Ben", "c"),
-        ] {
-            let outcome = b.write(&cmd, 7, true, cmd.at).unwrap();
-            applied(&mut log_b, outcome);
-        }
-        let ben = RowKey::user("Ben");
-        let copy = b.row(&ben).unwrap().clone();
-        let (mut d, mut log_d) = (ShardStore::new(ShardId::D, true), Vec::new());
-        applied(&mut log_d, d.copy(&ben, &copy, ShardId::B, LabTime(4)));
-        for outcome in b.drop_rows(&MOVED, LabTime(5), |_| false) {
-            applied(&mut log_b, outcome);
-        }
-        let restored = ShardStore::restore(ShardId::B, true, log_b.clone());
-        assert_eq!(restored.log_end(), 4);
-        assert!(restored.row(&ben).is_none(), "dropped by the cleanup");
-        assert_eq!(restored.rows().count(), 1);
-        let user = RowKey::user("user-001");
-        assert_eq!(restored.row(&user), b.row(&user));
-        let restored = ShardStore::restore(ShardId::D, true, log_d.clone());
-        assert_eq!(restored.row(&ben), Some(&copy));
-        for change in log_b.iter().chain(&log_d) {
-            assert_eq!(&Change::decode(&change.encode()).unwrap(), change);
-        }
     }
 }

@@ -49,22 +49,6 @@ pub struct Settings {
     pub replay_twice: bool,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            copy_rate: 1,
-            replay_rate: 2,
-            validate_rate: 4,
-            checkpoint_ms: 10,
-            retention_ms: 300,
-            block_lease_ms: 20,
-            read_switch_ms: 20,
-            idempotency_keys: true,
-            replay_twice: false,
-        }
-    }
-}
-
 /// A service instance: a router.
 #[derive(Debug)]
 pub(super) struct Instance {
@@ -225,7 +209,7 @@ impl<B: Backend> World<B> {
             self.attempt(i, &cmd, source)?
         };
         if written == Written::Held {
-            self.ledger.held();
+            self.ledger.held += 1;
             self.instances[i].held.push_back((cmd, source));
         }
         Ok(written)
@@ -260,7 +244,7 @@ impl<B: Backend> World<B> {
                         missing,
                         acknowledged,
                     };
-                    self.ledger.read(record.clone());
+                    self.ledger.reads.push(record.clone());
                     return Ok(record);
                 }
                 Err(Refusal::Fenced { min_version }) => {
@@ -328,7 +312,7 @@ impl<B: Backend> World<B> {
         }
         audit.missed_reads = self
             .ledger
-            .reads()
+            .reads
             .iter()
             .filter(|r| r.missing > 0)
             .cloned()
@@ -352,7 +336,7 @@ impl<B: Backend> World<B> {
             let mut refusal = None;
             for (n, route) in routes.iter().enumerate() {
                 if n == 1 && attempt == 0 && self.faults.contains(&cmd.id) {
-                    self.ledger.dual_write_failed();
+                    self.ledger.dual_write_failures += 1;
                     refusal = Some((route, Refusal::Unavailable));
                     break;
                 }
@@ -423,7 +407,7 @@ impl<B: Backend> World<B> {
         if let Some(store) = self.shards.get_mut(&shard) {
             store.log(now, "WARN", text);
         }
-        self.ledger.refused(Refused {
+        self.ledger.refusals.push(Refused {
             at: now,
             instance: i,
             shard,

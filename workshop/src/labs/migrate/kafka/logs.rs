@@ -134,6 +134,23 @@ impl<'r> KafkaLogs<'r> {
             .ok_or_else(|| LabError::Broker(format!("{what}: partition 0 is missing")))
     }
 
+    /// Reads the routing topic with `consumer` up to its end, handing each record to `each`.
+    fn read_routing(
+        &self,
+        consumer: &mut Consumer,
+        mut each: impl FnMut(u64, RoutingRecord),
+    ) -> Result<(), LabError> {
+        let topic = &self.topics.routing;
+        let end = self.end(topic)?;
+        let reading = read_until(consumer, topic, 0, end, |offset, value| {
+            let record = RoutingRecord::decode(value.unwrap_or_default())
+                .map_err(|e| LabError::Broker(format!("{topic} at offset {offset}: {e}")))?;
+            each(offset, record);
+            Ok(())
+        });
+        self.call(&format!("reading {topic}"), reading)?
+    }
+
     fn call<T>(&self, what: &str, work: impl Future<Output = T>) -> Result<T, LabError> {
         self.limit.block_on(self.rt, what, async { Ok(work.await) })
     }
@@ -238,41 +255,25 @@ impl Backend for KafkaLogs<'_> {
     }
 
     fn routing(&mut self, reader: Reader) -> Result<RoutingState, LabError> {
-        let topic = self.topics.routing.clone();
-        let end = self.end(&topic)?;
         let mut entry = match self.routing_readers.remove(&reader) {
             Some(entry) => entry,
             None => RoutingReader {
-                consumer: self.consumer(&topic),
+                consumer: self.consumer(&self.topics.routing),
                 state: RoutingState::default(),
             },
         };
         let RoutingReader { consumer, state } = &mut entry;
-        let reading = read_until(consumer, &topic, 0, end, |offset, value| {
-            let record = RoutingRecord::decode(value.unwrap_or_default())
-                .map_err(|e| LabError::Broker(format!("{topic} at offset {offset}: {e}")))?;
-            state.apply(record);
-            Ok(())
-        });
-        let result = self.call(&format!("reading {topic}"), reading);
+        let result = self.read_routing(consumer, |_, record| state.apply(record));
         let state = entry.state.clone();
         self.routing_readers.insert(reader, entry);
-        result??;
+        result?;
         Ok(state)
     }
 
     fn routing_log(&mut self) -> Result<Vec<(u64, RoutingRecord)>, LabError> {
-        let topic = self.topics.routing.clone();
-        let end = self.end(&topic)?;
-        let mut consumer = self.consumer(&topic);
+        let mut consumer = self.consumer(&self.topics.routing);
         let mut log = Vec::new();
-        let reading = read_until(&mut consumer, &topic, 0, end, |offset, value| {
-            let record = RoutingRecord::decode(value.unwrap_or_default())
-                .map_err(|e| LabError::Broker(format!("{topic} at offset {offset}: {e}")))?;
-            log.push((offset, record));
-            Ok(())
-        });
-        self.call(&format!("reading {topic}"), reading)??;
+        self.read_routing(&mut consumer, |offset, record| log.push((offset, record)))?;
         Ok(log)
     }
 }

@@ -24,7 +24,8 @@ use crate::labs::migrate::engine::ledger::Source;
 use crate::labs::migrate::engine::store::{Command, Op};
 use crate::labs::migrate::scenario::Feed;
 
-use super::Limit;
+use super::{Commands, Limit};
+use crate::labs::migrate::scenario::COMMAND_PARTITIONS;
 
 /// Members learn of rebalances from heartbeats: often, so the group forms quickly.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
@@ -112,24 +113,20 @@ pub struct Service<'r> {
 }
 
 impl<'r> Service<'r> {
-    /// Starts `members` members of `group` on `topic` and waits until each owns one
-    /// partition. `placed` is where the traffic's commands were written; `arrival` when
-    /// each arrives.
-    #[allow(clippy::too_many_arguments)]
+    /// Starts one member of `group` per partition of the topic `commands` were written to,
+    /// and waits until each owns one partition.
     pub fn start(
         rt: &'r Runtime,
         config: &ClientConfig,
         group: &str,
-        topic: &str,
-        members: usize,
-        placed: Placed,
-        arrival: BTreeMap<CommandId, LabTime>,
+        commands: &Commands<'_>,
         limit: Limit<'r>,
     ) -> Result<Self, LabError> {
+        let topic = &commands.topic;
         let mut service = Members::new();
         // Each member's heartbeat runs on the lab's runtime.
         let _runtime = rt.enter();
-        for i in 0..members {
+        for i in 0..COMMAND_PARTITIONS {
             let mut member = config.clone();
             member.client_id = format!("{}-{}", config.client_id, i + 1);
             let connecting = async {
@@ -154,11 +151,15 @@ impl<'r> Service<'r> {
             topic: topic.to_string(),
             group: group.to_string(),
             members: service,
-            placed,
-            arrival,
+            placed: commands.placed.clone(),
+            arrival: commands
+                .traffic
+                .commands
+                .iter()
+                .map(|c| (c.id, c.at))
+                .collect(),
             next: 0,
         };
-        let partitions = members as i32;
         service.wait("forming", |views| {
             let generations: Vec<i32> = views.iter().map(|v| v.generation).collect();
             let mut all: Vec<i32> = views
@@ -168,7 +169,8 @@ impl<'r> Service<'r> {
             all.sort_unstable();
             let one_each = views.iter().all(|v| v.owned.len() == 1);
             let one_generation = generations.windows(2).all(|w| w[0] == w[1]);
-            (one_each && one_generation && all == (0..partitions).collect::<Vec<_>>()).then_some(())
+            (one_each && one_generation && all == (0..COMMAND_PARTITIONS).collect::<Vec<_>>())
+                .then_some(())
         })?;
         Ok(service)
     }
