@@ -17,11 +17,12 @@ use client::{Client, ClientConfig, OffsetReset, Producer, ProducerConfig, Produc
 
 use super::events::{OrderEvent, LAST_VERSION, ROUTING_HEADER};
 use super::group::{Delivery, Group};
-use super::lag;
 use super::pace::{self, PartitionId};
 use super::plan::Plan;
 use super::store::{AggregateStore, LogLine};
 use super::traffic::{Traffic, FEATURED_ORDER};
+use super::{GROUP, METADATA_MAX_AGE};
+use crate::kit::offsets::{all_zero, described_rows};
 use crate::lab::report::{self, LagRow, Progress, Tail};
 use crate::lab::target::{self, broker_error, Cluster};
 use crate::lab::LabError;
@@ -35,6 +36,21 @@ pub struct Env<'c> {
     pub service: ClientConfig,
     /// The store's lines and the checker's violations as they happen, for live views.
     pub tail: Tail,
+}
+
+impl<'c> Env<'c> {
+    /// The order service on `cluster`: its clients are named after its group, and see a change
+    /// of the topic after [`METADATA_MAX_AGE`].
+    pub fn new(cluster: &'c Cluster, tail: Tail) -> Self {
+        let mut service = ClientConfig::new(cluster.addr());
+        service.client_id = GROUP.to_string();
+        service.metadata_max_age = METADATA_MAX_AGE;
+        Env {
+            cluster,
+            service,
+            tail,
+        }
+    }
 }
 
 /// What happens when half the traffic has been produced.
@@ -418,7 +434,7 @@ impl<'a> Run<'a> {
         }
         // The proof is the broker's, as kafka-consumer-groups.sh shows it: lag 0 everywhere.
         let old_topic_lag = self.lag(&self.consumed.0.clone()).await?;
-        if !lag::all_zero(&old_topic_lag) {
+        if !all_zero(&old_topic_lag) {
             return Err(LabError::Broker(format!(
                 "group {} applied all of {} but the broker reports lag on it; its commits were lost",
                 self.spec.group, self.consumed.0
@@ -582,7 +598,7 @@ impl<'a> Run<'a> {
 
     async fn lag(&mut self, topic: &str) -> Result<Vec<LagRow>, LabError> {
         self.group.flush().await?;
-        lag::describe(self.env.cluster.admin(), &self.spec.group, topic).await
+        described_rows(self.env.cluster.admin(), &self.spec.group, topic).await
     }
 }
 
