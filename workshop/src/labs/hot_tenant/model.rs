@@ -62,12 +62,12 @@ impl Loads {
             max_over_avg,
         }
     }
+}
 
-    /// The busiest shard's index (the first one, on a tie).
-    pub fn busiest(&self) -> usize {
-        let max = self.loads.iter().copied().max().unwrap_or(0);
-        self.loads.iter().position(|&l| l == max).unwrap_or(0)
-    }
+/// The busiest shard's (or partition's) index: the first one, on a tie.
+pub fn busiest(loads: &[u64]) -> usize {
+    let max = loads.iter().copied().max().unwrap_or(0);
+    loads.iter().position(|&l| l == max).unwrap_or(0)
 }
 
 /// Max over mean of per-shard (or per-partition) counts; 0 when there is nothing to compare.
@@ -162,7 +162,8 @@ mod tests {
             vec![17000, 14000, 9000, 11000, 12000, 109000, 16000, 11000]
         );
         assert_eq!(loads.max_over_avg, 4.38);
-        assert_eq!(loads.busiest(), 5);
+        assert_eq!(busiest(&loads.loads), 5);
+        assert_eq!((busiest(&[1, 5, 5]), busiest(&[])), (1, 0));
         assert_eq!(tenant_shard(42, 8), 5);
     }
 

@@ -62,7 +62,7 @@ pub fn run(n: &mut Narrator) -> (Figures, Checks) {
     n.say(&format!(
         "Shard {} holds tenant {}: {:.2}x the mean. A shard has {:.1} tenants on average; what differs \
          is what one of them sends.",
-        tenant_only.busiest(),
+        model::busiest(&tenant_only.loads),
         p.hot_tenant,
         tenant_only.max_over_avg,
         f64::from(p.tenants) / p.shards as f64
