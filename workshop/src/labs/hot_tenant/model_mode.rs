@@ -217,17 +217,3 @@ fn loads_table(loads: &Loads, hot_shard: Option<u64>) -> Table {
     ]);
     table
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_model_shows_the_seeds_figures() {
-        let (figures, v) = run(&mut Narrator::new());
-        assert!(v.shown(), "{v:?}");
-        assert_eq!(figures.tenant_only.max_over_avg, 4.38);
-        assert_eq!(figures.split_hot_tenant.max_over_avg, 1.44);
-        assert_eq!(figures.more_shards.shards, 16);
-    }
-}
