@@ -258,13 +258,9 @@ async fn failure(
         predict:
             "which partition does the cancellation go to, and which consumer applies it first?",
     });
-    n.step(
-        work.change(&spec.change),
-        1,
-        "the increase",
-        async |progress| run.change(progress).await,
-    )
-    .await?;
+    let change = work.change(&spec.change);
+    n.step(change, 1, "the increase", async |p| run.change(p).await)
+        .await?;
     evidence::increase_evidence(
         n,
         plan,
@@ -286,17 +282,12 @@ async fn failure(
         about: &about,
         predict: "how many of the run's keys moved, and how many events were applied out of order?",
     });
-    let label = "the rest of the traffic";
+    let (rest, label) = (work.after_change(), "the rest of the traffic");
     let failure = n
-        .step(
-            work.after_change(),
-            rounds / 2,
-            label,
-            async move |progress| {
-                run.after_change(progress).await?;
-                run.finish().await
-            },
-        )
+        .step(rest, rounds / 2, label, async move |progress| {
+            run.after_change(progress).await?;
+            run.finish().await
+        })
         .await?;
     evidence::count_evidence(n, plan, &failure, movement, &lag);
     Ok(failure)
