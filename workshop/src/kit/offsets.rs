@@ -28,10 +28,6 @@ impl GroupOffsets {
         }
     }
 
-    pub fn group(&self) -> &str {
-        &self.group
-    }
-
     /// Commits `offsets` (partition, next offset to read) for the group as an assign-mode
     /// consumer does: generation -1, no member id.
     pub async fn commit_unassigned(
@@ -103,22 +99,16 @@ impl GroupOffsets {
     }
 
     /// The group's lag on `topic` as kafka-consumer-groups.sh --describe shows it, one row per
-    /// partition in partition order (the tool orders by member; here the partition is the
-    /// point). A partition the group neither owns nor committed still gets a row, with "-".
+    /// partition in partition order (see [`described_rows`]). A partition the group neither owns
+    /// nor committed still gets a row, with "-".
     pub async fn lag_rows(&self, topic: &str, partitions: i32) -> Result<Vec<LagRow>, LabError> {
-        let what = format!("describing group {}", self.group);
-        let described = self
-            .admin
-            .group_lag(&self.group)
-            .await
-            .map_err(|e| broker_error(&what, &e))?;
         let mut rows: Vec<Option<LagRow>> = vec![None; partitions.max(0) as usize];
-        for p in described.partitions.iter().filter(|p| p.topic == topic) {
-            if let Some(slot) = usize::try_from(p.partition)
+        for row in described_rows(&self.admin, &self.group, topic).await? {
+            if let Some(slot) = usize::try_from(row.partition)
                 .ok()
                 .and_then(|i| rows.get_mut(i))
             {
-                *slot = Some(LagRow::from_admin(&self.group, p));
+                *slot = Some(row);
             }
         }
         if rows.iter().any(Option::is_none) {
@@ -141,6 +131,35 @@ impl GroupOffsets {
     }
 }
 
+/// The rows of `topic` the group's description has (partitions it owns or committed on), in
+/// partition order: the tool orders by member; here the partition is the point.
+pub async fn described_rows(
+    admin: &Admin,
+    group: &str,
+    topic: &str,
+) -> Result<Vec<LagRow>, LabError> {
+    let described = admin
+        .group_lag(group)
+        .await
+        .map_err(|e| broker_error(&format!("describing group {group}"), &e))?;
+    let mut rows: Vec<LagRow> = described
+        .partitions
+        .iter()
+        .filter(|p| p.topic == topic)
+        .map(|p| LagRow::from_admin(group, p))
+        .collect();
+    rows.sort_by_key(|r| r.partition);
+    Ok(rows)
+}
+
+/// True when the group has read every partition to its end: lag 0, or nothing to read.
+pub fn all_zero(rows: &[LagRow]) -> bool {
+    rows.iter().all(|r| match r.lag() {
+        Some(lag) => lag == 0,
+        None => r.log_end_offset.unwrap_or(0) == 0,
+    })
+}
+
 /// The title over a lag table in a room, `when` ending it (`just before the change`): the
 /// offsets are the ones kafka-consumer-groups.sh --describe reads, but the table is ours (no
 /// GROUP, HOST or CLIENT-ID column, members by short name, runs of idle partitions folded into
@@ -155,4 +174,34 @@ pub fn lag_title(group: &str, when: &str) -> String {
 /// Lag per partition from rows: unknown counts as 0.
 pub fn lags(rows: &[LagRow]) -> Vec<u64> {
     rows.iter().map(|r| r.lag().unwrap_or(0) as u64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(current: Option<i64>, end: i64) -> LagRow {
+        LagRow {
+            group: "g".into(),
+            topic: "orders".into(),
+            partition: 0,
+            current_offset: current,
+            log_end_offset: Some(end),
+            consumer_id: None,
+            host: None,
+            client_id: None,
+            processed_uncommitted: None,
+        }
+    }
+
+    #[test]
+    fn drained_means_every_partition_read_to_its_end() {
+        assert!(all_zero(&[row(Some(5), 5), row(None, 0)]));
+        assert!(!all_zero(&[row(Some(5), 5), row(Some(4), 5)]));
+        assert!(
+            !all_zero(&[row(None, 3)]),
+            "nothing committed, records waiting"
+        );
+        assert!(all_zero(&[]));
+    }
 }

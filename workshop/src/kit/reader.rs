@@ -55,23 +55,9 @@ impl PartitionReader {
         })
     }
 
-    pub fn partition(&self) -> i32 {
-        self.tp.partition
-    }
-
-    /// Records fetched and not yet taken.
-    pub fn buffered(&self) -> usize {
-        self.buffer.len()
-    }
-
-    /// The offset of the next record [`Self::take`] would return, if one is buffered.
-    pub fn next_offset(&self) -> Option<i64> {
-        self.buffer.front().map(|t| t.offset)
-    }
-
     /// Fetches once (waiting up to the reader's `max_wait`) and buffers what came; returns how
     /// many records were added.
-    pub async fn fetch(&mut self) -> Result<usize, LabError> {
+    async fn fetch(&mut self) -> Result<usize, LabError> {
         let fetched = self
             .consumer
             .poll()
@@ -93,7 +79,7 @@ impl PartitionReader {
     }
 
     /// Takes up to `n` records that are already buffered.
-    pub fn take_buffered(&mut self, n: usize) -> Vec<Taken> {
+    fn take_buffered(&mut self, n: usize) -> Vec<Taken> {
         let n = n.min(self.buffer.len());
         self.buffer.drain(..n).collect()
     }

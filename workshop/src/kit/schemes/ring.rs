@@ -59,10 +59,6 @@ impl Ring {
             .zip(self.owners.iter().copied())
     }
 
-    pub fn token_count(&self) -> usize {
-        self.positions.len()
-    }
-
     /// The arcs `node` owns, each as `(previous token, own token]`: hashes greater than the
     /// first and at most the second, wrapping when the first is larger.
     pub fn arcs_of(&self, node: NodeId) -> Vec<(u64, u64)> {

@@ -131,6 +131,20 @@ impl Narrator {
         )
     }
 
+    /// Runs one step of the phase just opened under its deadline for `work`, with a progress
+    /// bar of `total` units called `label`, which goes when the step ends: before its evidence.
+    pub async fn step<T>(
+        &self,
+        work: crate::lab::deadline::Work,
+        total: u64,
+        label: &str,
+        step: impl AsyncFnOnce(&Progress) -> Result<T, crate::lab::LabError>,
+    ) -> Result<T, crate::lab::LabError> {
+        let deadline = self.deadline(work);
+        let progress = self.progress(total, label);
+        deadline.run(&progress, step(&progress)).await
+    }
+
     /// Opens a phase that cannot run on this cluster, and says why; it asks no question.
     pub fn skip(&mut self, phase: Phase<'_>, reason: &str) {
         if self.phase > 0 {

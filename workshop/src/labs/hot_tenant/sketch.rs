@@ -3,15 +3,14 @@
 //! section 7). No key is ever stored beyond the `capacity` monitored ones, so it runs on a
 //! consumer's hot path over any number of distinct tenants.
 //!
-//! The algorithm: a monitored key's counter goes up by the weight seen. An unmonitored key,
-//! when every counter is taken, takes over the counter with the smallest count `m`, starting at
-//! `m + weight` with an error of `m` (it may have been seen up to `m` times while unmonitored).
+//! The algorithm: a monitored key's counter goes up by one. An unmonitored key, when every
+//! counter is taken, takes over the counter with the smallest count `m`, starting at `m + 1`
+//! with an error of `m` (it may have been seen up to `m` times while unmonitored).
 //! So for every monitored key `count - error <= true count <= count`, and every key seen more than
 //! `total / capacity` times is monitored: a tenant with half the traffic cannot be missed.
 //!
 //! The counters sit in an indexed min-heap, so an update costs O(log capacity) and the smallest
-//! counter is found in O(1). Sketches of different consumers merge ([`SpaceSaving::merge`],
-//! after Cafaro et al., "A parallel space saving algorithm", 2016) with the same guarantees.
+//! counter is found in O(1).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -63,29 +62,21 @@ impl<K: Eq + Hash + Clone + Ord> SpaceSaving<K> {
         self.capacity
     }
 
-    /// Everything seen, with weights.
+    /// Everything seen.
     pub fn total(&self) -> u64 {
         self.total
     }
 
     /// Counts one occurrence of `key`.
     pub fn add(&mut self, key: &K) {
-        self.add_weighted(key, 1);
-    }
-
-    /// Counts `weight` occurrences of `key` at once (a consumer may tally a fetched batch first).
-    pub fn add_weighted(&mut self, key: &K, weight: u64) {
-        if weight == 0 {
-            return;
-        }
-        self.total += weight;
+        self.total += 1;
         if let Some(&pos) = self.index.get(key) {
-            self.heap[pos].count += weight;
+            self.heap[pos].count += 1;
             self.sift_down(pos);
         } else if self.heap.len() < self.capacity {
             self.push(Counter {
                 key: key.clone(),
-                count: weight,
+                count: 1,
                 error: 0,
             });
         } else {
@@ -95,31 +86,13 @@ impl<K: Eq + Hash + Clone + Ord> SpaceSaving<K> {
                 &mut self.heap[0],
                 Counter {
                     key: key.clone(),
-                    count: min + weight,
+                    count: min + 1,
                     error: min,
                 },
             );
             self.index.remove(&evicted.key);
             self.index.insert(key.clone(), 0);
             self.sift_down(0);
-        }
-    }
-
-    /// The smallest monitored count when every counter is taken, else 0: the most an
-    /// unmonitored key can have been seen.
-    pub fn floor(&self) -> u64 {
-        if self.heap.len() < self.capacity {
-            0
-        } else {
-            self.heap[0].count
-        }
-    }
-
-    /// The estimate for `key`: its counter, or `(floor, floor)` when it is not monitored.
-    fn estimate(&self, key: &K) -> (u64, u64) {
-        match self.index.get(key) {
-            Some(&pos) => (self.heap[pos].count, self.heap[pos].error),
-            None => (self.floor(), self.floor()),
         }
     }
 
@@ -141,35 +114,6 @@ impl<K: Eq + Hash + Clone + Ord> SpaceSaving<K> {
                 },
             })
             .collect()
-    }
-
-    /// The summary of both streams together, with this sketch's capacity. A key monitored by
-    /// one sketch only is counted in the other at that sketch's floor (count and error alike),
-    /// which keeps `count - error <= true <= count`.
-    pub fn merge(&self, other: &SpaceSaving<K>) -> SpaceSaving<K> {
-        let mut keys: Vec<&K> = self.index.keys().chain(other.index.keys()).collect();
-        keys.sort();
-        keys.dedup();
-        let mut merged: Vec<Counter<K>> = keys
-            .into_iter()
-            .map(|key| {
-                let (c1, e1) = self.estimate(key);
-                let (c2, e2) = other.estimate(key);
-                Counter {
-                    key: key.clone(),
-                    count: c1 + c2,
-                    error: e1 + e2,
-                }
-            })
-            .collect();
-        merged.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-        merged.truncate(self.capacity);
-        let mut out = SpaceSaving::new(self.capacity);
-        out.total = self.total + other.total;
-        for counter in merged {
-            out.push(counter);
-        }
-        out
     }
 
     fn push(&mut self, counter: Counter<K>) {
@@ -280,7 +224,6 @@ mod tests {
         let got: Vec<(u32, u64, u64)> =
             s.top(2).iter().map(|h| (h.key, h.count, h.error)).collect();
         assert_eq!(got, vec![(1, 3, 0), (3, 2, 1)]);
-        assert_eq!(s.floor(), 2);
         check_invariants(&s);
     }
 
@@ -306,44 +249,6 @@ mod tests {
                 assert!(s.index.contains_key(k), "{k} ({t}) missed");
             }
         }
-    }
-
-    #[test]
-    fn weights_count_like_repeats() {
-        let mut once = SpaceSaving::new(3);
-        let mut weighted = SpaceSaving::new(3);
-        for (k, w) in [(1u32, 5u64), (2, 1), (3, 2), (4, 4), (1, 1)] {
-            for _ in 0..w {
-                once.add(&k);
-            }
-            weighted.add_weighted(&k, w);
-        }
-        weighted.add_weighted(&9, 0);
-        assert_eq!(once.total(), weighted.total());
-        assert_eq!(once.top(1)[0].key, weighted.top(1)[0].key);
-        assert_eq!(once.top(1)[0].count, 6);
-    }
-
-    #[test]
-    fn merged_sketches_keep_the_bounds() {
-        let a_stream = skewed(20_000, 1);
-        let b_stream = skewed(20_000, 2);
-        let (mut a, mut b) = (SpaceSaving::new(12), SpaceSaving::new(12));
-        a_stream.iter().for_each(|k| a.add(k));
-        b_stream.iter().for_each(|k| b.add(k));
-        let merged = a.merge(&b);
-        check_invariants(&merged);
-        assert_eq!(merged.total(), 40_000);
-        let both: Vec<u32> = a_stream.iter().chain(&b_stream).copied().collect();
-        let truth = exact(&both);
-        for h in merged.top(12) {
-            let t = truth[&h.key];
-            assert!(h.count - h.error <= t && t <= h.count, "{h:?} true {t}");
-        }
-        assert_eq!(merged.top(1)[0].key, 0);
-        // Merging with an empty sketch changes nothing.
-        let same = a.merge(&SpaceSaving::new(12));
-        assert_eq!(same.top(12), a.top(12));
     }
 
     #[test]

@@ -48,13 +48,12 @@ pub async fn run(cluster: &Cluster, n: &mut Narrator) -> Result<(Figures, Checks
     for (i, run) in runs.iter().enumerate() {
         opening(n, i, run);
         let expected = model::predict(run);
-        let progress = n.progress(run.steps.len() as u64, "running the steps");
-        let deadline = n.deadline(work(run));
-        let ran = deadline
-            .run(&progress, run_on_broker(cluster, i, run, &progress))
-            .await;
-        progress.finish();
-        let (rows, longest) = ran?;
+        let steps = run.steps.len() as u64;
+        let (rows, longest) = n
+            .step(work(run), steps, "running the steps", async |progress| {
+                run_on_broker(cluster, i, run, progress).await
+            })
+            .await?;
         n.answer();
         n.table(&steps_table(&rows));
         // The queue at its longest is worth the tool's own view: LAG is the queue.

@@ -19,15 +19,14 @@
 //!   ordering checker is the client library's ([`client::check`]), which `client check order`
 //!   uses too.
 //! - `plan`: flags; `pace`: the rounds; `group`: the consumer group's members (driven through
-//!   [`crate::kit::members`]); `lag`: the kafka-consumer-groups view; `run`: one scenario end to
-//!   end; `work`: each phase's deadline; `evidence`: what each phase shows; `figures`: JSON and
-//!   verdict.
+//!   [`crate::kit::members`]); `run`: one scenario end to end (the group's lag read as
+//!   kafka-consumer-groups shows it, by [`crate::kit::offsets`]); `work`: each phase's
+//!   deadline; `evidence`: what each phase shows; `figures`: JSON and verdict.
 
 pub mod events;
 mod evidence;
 mod figures;
 mod group;
-mod lag;
 pub mod movement;
 mod pace;
 mod plan;
@@ -39,7 +38,7 @@ mod work;
 
 use std::time::Duration;
 
-use client::Error as ClientError;
+use client::{ApiKey, Error as ClientError};
 
 use crate::lab::report::{LabReport, Narrator, SkippedPhase};
 use crate::lab::target::{broker_error, runtime, Cluster};
@@ -79,14 +78,19 @@ impl Lab for Partitions {
         let cluster = rt.block_on(Cluster::open(&ctx.target, &ctx.stop, Self::NAME))?;
         n.intro(Self::NAME, &expected);
         n.say(&format!("Running against {}.", cluster.describe()));
-        let measured = rt
-            .block_on(cluster.until_stopped(story::phases(&cluster, &plan, &traffic, ctx.seed, n)));
+        let measured =
+            rt.block_on(cluster.until_stopped(story::phases(&cluster, &plan, &traffic, n)));
+        let target = match cluster.embedded() {
+            Some(_) => "embedded".to_string(),
+            None => cluster.addr().to_string(),
+        };
         rt.block_on(cluster.close());
-        let story::Ran { figures, lacking } = measured?;
+        let ran = measured?;
+        let figures = figures(ctx.seed, target, &plan, &traffic, &ran);
 
         let checks = figures::verdict(&figures);
         n.summary(&story::summary(&plan, &figures));
-        let skipped = lacking.map_or_else(Vec::new, |reason| {
+        let skipped = ran.lacking.map_or_else(Vec::new, |reason| {
             [story::INCREASE_TITLE, story::SHRINK_TITLE]
                 .into_iter()
                 .map(|phase| SkippedPhase {
@@ -102,6 +106,17 @@ impl Lab for Partitions {
     }
 }
 
+/// What the phases measured, and why the cluster could not run the ones that need
+/// CreatePartitions (the failure and the refusal to shrink), if it could not.
+struct Ran {
+    movement: Movement,
+    failure: Option<Outcome>,
+    provisioned: Outcome,
+    migration: Outcome,
+    shrink: Option<Shrink>,
+    lacking: Option<String>,
+}
+
 /// A scenario that needs no narration between its steps, under its phase's deadline.
 async fn scenario(
     env: &Env<'_>,
@@ -109,19 +124,41 @@ async fn scenario(
     n: &Narrator,
     spec: Spec,
 ) -> Result<Outcome, LabError> {
-    let deadline = n.deadline(work.scenario(&spec.change));
-    let progress = n.progress(work.rounds(), "applying orders, round by round");
-    let outcome = deadline
-        .run(&progress, async {
+    let label = "applying orders, round by round";
+    n.step(
+        work.scenario(&spec.change),
+        work.rounds(),
+        label,
+        async |progress| {
             let mut run = Run::start(env, work.plan, spec, work.traffic).await?;
-            run.until_change(&progress).await?;
-            run.change(&progress).await?;
-            run.after_change(&progress).await?;
+            run.until_change(progress).await?;
+            run.change(progress).await?;
+            run.after_change(progress).await?;
             run.finish().await
-        })
-        .await;
-    progress.finish();
-    outcome
+        },
+    )
+    .await
+}
+
+/// Why this cluster cannot add partitions to a topic, or `None` when it can: first its
+/// ApiVersions, then the call itself on a scratch topic of one partition, since a broker may
+/// list an API it refuses (a policy, a missing implementation). A refusal names the error.
+async fn lacks_create_partitions(cluster: &Cluster) -> Result<Option<String>, LabError> {
+    if let Some(reason) = cluster.lacks(ApiKey::CreatePartitions).await? {
+        return Ok(Some(reason));
+    }
+    let probe = cluster.create_topic("partitions-probe", 1).await?;
+    match cluster.admin().create_partitions(&probe, 2).await {
+        Ok(()) => Ok(None),
+        Err(ClientError::Server(e)) => Ok(Some(format!(
+            "this cluster refused CreatePartitions on a scratch topic ({}{})",
+            e.name(),
+            e.message
+                .as_ref()
+                .map_or(String::new(), |m| format!(": {m}"))
+        ))),
+        Err(e) => Err(broker_error("adding a partition to a scratch topic", &e)),
+    }
 }
 
 /// Asks the broker to take the topic back to its old count: Kafka answers INVALID_PARTITIONS.
@@ -149,22 +186,14 @@ async fn shrink(cluster: &Cluster, topic: &str, plan: &Plan) -> Result<Shrink, L
     Ok(shrink)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn figures(
-    seed: u64,
-    cluster: &Cluster,
-    plan: &Plan,
-    traffic: &Traffic,
-    movement: Movement,
-    failure: Option<&Outcome>,
-    provisioned: &Outcome,
-    migration: &Outcome,
-    shrink: Option<Shrink>,
-) -> Figures {
+/// Every figure of the run, from what its phases measured; `target`: `embedded` or the
+/// bootstrap address.
+fn figures(seed: u64, target: String, plan: &Plan, traffic: &Traffic, ran: &Ran) -> Figures {
+    let (failure, migration, movement) = (ran.failure.as_ref(), &ran.migration, ran.movement);
     let (partition_before, partition_after) = Figures::key_partitions(failure);
     let first = failure.and_then(|f| f.seen.first());
     let fixes = Fixes {
-        provisioned: Scenario::of(provisioned),
+        provisioned: Scenario::of(&ran.provisioned),
         migration: Scenario::of(migration),
         migration_steps: migration.migration.as_ref().map(|m| MigrationFigures {
             to_topic: m.topic.clone(),
@@ -177,10 +206,7 @@ fn figures(
     };
     Figures {
         seed,
-        target: match cluster.embedded() {
-            Some(_) => "embedded".to_string(),
-            None => cluster.addr().to_string(),
-        },
+        target,
         key: order_key(FEATURED_ORDER),
         partitions_before: plan.before,
         partitions_after: plan.after,
@@ -201,14 +227,13 @@ fn figures(
         events: traffic.events.len(),
         failure: failure.map(Scenario::of),
         fixes,
-        shrink,
+        shrink: ran.shrink.clone(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use client::ApiKey;
 
     /// A broker that answers every produce ten minutes late: phase 1 ends at its deadline,
     /// derived from its rounds and the group forming, with one line naming the phase and how
@@ -229,7 +254,7 @@ mod tests {
         let traffic = Traffic::generate(plan.orders, plan.open, 5);
         let cluster = Cluster::slowed(ApiKey::Produce, Duration::from_secs(600)).await;
         let started = tokio::time::Instant::now();
-        let ran = story::phases(&cluster, &plan, &traffic, 5, &mut Narrator::new()).await;
+        let ran = story::phases(&cluster, &plan, &traffic, &mut Narrator::new()).await;
         // 56 events in 21 rounds; the 10 before the change move 30 of them, each produced and
         // consumed.
         crate::lab::deadline::assert_too_slow(

@@ -54,22 +54,6 @@ impl Movement {
             self.keys_moved as f64 / self.keys_total as f64
         }
     }
-
-    /// The share of keys expected to move when hashes are spread uniformly: over a full cycle
-    /// of lcm(from, to) hash values, the share with `h % from != h % to`. `None` for counts
-    /// below 1, or when the cycle is too long to walk (over a million values).
-    pub fn expected_fraction(from: i32, to: i32) -> Option<f64> {
-        if from < 1 || to < 1 {
-            return None;
-        }
-        let (from, to) = (i64::from(from), i64::from(to));
-        let cycle = from / gcd(from, to) * to;
-        if cycle > 1_000_000 {
-            return None;
-        }
-        let kept = (0..cycle).filter(|h| h % from == h % to).count();
-        Some(1.0 - kept as f64 / cycle as f64)
-    }
 }
 
 /// The partition of `key` under `from` and under `to` partitions (both at least 1).
@@ -90,14 +74,6 @@ pub fn librdkafka_partition(key: &str, partitions: i32) -> Option<i32> {
     let partitions = u32::try_from(partitions).ok().filter(|p| *p >= 1)?;
     // Below `partitions`, which is an i32: the cast back cannot wrap.
     Some((CRC32.checksum(key.as_bytes()) % partitions) as i32)
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 #[cfg(test)]
@@ -130,16 +106,6 @@ mod tests {
             .count();
         assert_eq!((m.keys_total, m.keys_moved), (2000, by_hash));
         assert!((0.45..0.55).contains(&m.moved_fraction()), "{m:?}");
-        assert_eq!(Movement::expected_fraction(12, 24), Some(0.5));
-    }
-
-    #[test]
-    fn n_to_n_plus_one_moves_most_keys() {
-        let expected = |a, b| Movement::expected_fraction(a, b).unwrap();
-        assert!((expected(4, 5) - 0.8).abs() < 1e-12);
-        assert!((expected(10, 11) - 10.0 / 11.0).abs() < 1e-12);
-        assert_eq!(expected(12, 12), 0.0);
-        assert_eq!(Movement::expected_fraction(0, 12), None);
     }
 
     #[test]

@@ -17,11 +17,12 @@ use client::{Client, ClientConfig, OffsetReset, Producer, ProducerConfig, Produc
 
 use super::events::{OrderEvent, LAST_VERSION, ROUTING_HEADER};
 use super::group::{Delivery, Group};
-use super::lag;
 use super::pace::{self, PartitionId};
 use super::plan::Plan;
 use super::store::{AggregateStore, LogLine};
 use super::traffic::{Traffic, FEATURED_ORDER};
+use super::{GROUP, METADATA_MAX_AGE};
+use crate::kit::offsets::{all_zero, described_rows};
 use crate::lab::report::{self, LagRow, Progress, Tail};
 use crate::lab::target::{self, broker_error, Cluster};
 use crate::lab::LabError;
@@ -35,6 +36,21 @@ pub struct Env<'c> {
     pub service: ClientConfig,
     /// The store's lines and the checker's violations as they happen, for live views.
     pub tail: Tail,
+}
+
+impl<'c> Env<'c> {
+    /// The order service on `cluster`: its clients are named after its group, and see a change
+    /// of the topic after [`METADATA_MAX_AGE`].
+    pub fn new(cluster: &'c Cluster, tail: Tail) -> Self {
+        let mut service = ClientConfig::new(cluster.addr());
+        service.client_id = GROUP.to_string();
+        service.metadata_max_age = METADATA_MAX_AGE;
+        Env {
+            cluster,
+            service,
+            tail,
+        }
+    }
 }
 
 /// What happens when half the traffic has been produced.
@@ -154,7 +170,8 @@ pub struct Outcome {
 pub struct Run<'a> {
     env: &'a Env<'a>,
     plan: &'a Plan,
-    spec: Spec,
+    /// What the scenario has measured so far; [`Run::finish`] completes it.
+    out: Outcome,
     traffic: &'a Traffic,
     /// The next event of `traffic` to produce.
     next: usize,
@@ -162,7 +179,6 @@ pub struct Run<'a> {
     group: Group,
     /// The group with `auto.offset.reset=latest`, until it has met the increase.
     latest_group: Option<Group>,
-    latest: Option<Latest>,
     routing: Routing,
     /// The topic the group reads and its partition count as the lab last settled it.
     consumed: (String, i32),
@@ -170,16 +186,9 @@ pub struct Run<'a> {
     store: AggregateStore,
     applied: BTreeMap<PartitionId, i64>,
     log_end: BTreeMap<PartitionId, i64>,
-    round: u32,
-    seen: Vec<Seen>,
     /// How many store lines and violations the live tail has had.
     tailed: (usize, usize),
-    featured_written: Vec<Option<Position>>,
-    lag_at_change: Vec<LagRow>,
-    migration: Option<Migration>,
     assignment_after: Vec<(String, Vec<i32>)>,
-    fenced: u64,
-    undecodable: u64,
 }
 
 impl<'a> Run<'a> {
@@ -239,26 +248,34 @@ impl<'a> Run<'a> {
                 blocked: false,
             },
             consumed: (spec.topic.clone(), spec.partitions),
-            spec,
+            out: Outcome {
+                spec,
+                rounds: 0,
+                seen: Vec::new(),
+                keys_out_of_order: 0,
+                duplicates: 0,
+                rejected: 0,
+                incomplete: Vec::new(),
+                featured_written: vec![None; LAST_VERSION as usize],
+                featured_log: Vec::new(),
+                lag_at_change: Vec::new(),
+                lag_at_end: Vec::new(),
+                migration: None,
+                fenced: 0,
+                undecodable: 0,
+                latest: None,
+            },
             traffic,
             next: 0,
             producer,
             group,
             latest_group,
-            latest: None,
             checker,
             store: AggregateStore::new(),
             applied: BTreeMap::new(),
             log_end: BTreeMap::new(),
-            round: 0,
-            seen: Vec::new(),
             tailed: (0, 0),
-            featured_written: vec![None; LAST_VERSION as usize],
-            lag_at_change: Vec::new(),
-            migration: None,
             assignment_after: Vec::new(),
-            fenced: 0,
-            undecodable: 0,
         })
     }
 
@@ -270,14 +287,14 @@ impl<'a> Run<'a> {
             self.produce_next(end).await?;
             self.round(progress).await?;
         }
-        self.lag_at_change = self.lag(&self.consumed.0.clone()).await?;
-        Ok(&self.lag_at_change)
+        self.out.lag_at_change = self.lag(&self.consumed.0.clone()).await?;
+        Ok(&self.out.lag_at_change)
     }
 
     /// The change, then the first event after it (order 8842's cancellation) and one round.
     pub async fn change(&mut self, progress: &Progress) -> Result<(), LabError> {
         let featured = self.traffic.change_at + 1;
-        match self.spec.change.clone() {
+        match self.out.spec.change.clone() {
             Change::Nothing => {
                 self.produce_next(featured).await?;
             }
@@ -290,24 +307,27 @@ impl<'a> Run<'a> {
                     releases = latest.hold().await?;
                 }
                 // The operator's tool, on its own client: the service is not told.
-                self.env.cluster.grow_topic(&self.spec.topic, to).await?;
+                self.env
+                    .cluster
+                    .grow_topic(&self.out.spec.topic, to)
+                    .await?;
                 // The producer's metadata goes stale after metadata.max.age.ms and the next send
                 // refreshes it, as Kafka's producer does.
                 tokio::time::sleep(self.env.service.metadata_max_age).await;
-                self.checker.layout(&self.spec.topic, to);
+                self.checker.layout(&self.out.spec.topic, to);
                 self.produce_next(featured).await?;
                 // The members notice the new partitions on their own metadata refresh and
                 // rejoin; the lab waits for the group to own all of them before the next round.
-                let topic = self.spec.topic.clone();
+                let topic = self.out.spec.topic.clone();
                 self.assignment_after = self.group.settled(&topic, to).await?;
                 self.consumed.1 = to;
                 drop(releases);
                 if let Some(latest) = self.latest_group.take() {
                     latest.settled(&topic, to).await?;
-                    let before = self.spec.partitions;
+                    let before = self.out.spec.partitions;
                     let started_at = latest.started_at(&topic, before, to).await?;
                     latest.leave().await;
-                    self.latest = Some(Latest { topic, started_at });
+                    self.out.latest = Some(Latest { topic, started_at });
                 }
             }
             Change::Migrate { topic, partitions } => {
@@ -332,12 +352,12 @@ impl<'a> Run<'a> {
 
     /// The topic as created (unique under `--bootstrap`).
     pub fn topic(&self) -> &str {
-        &self.spec.topic
+        &self.out.spec.topic
     }
 
     /// Where each version of order 8842 was written so far (index: version - 1).
     pub fn featured_written(&self) -> &[Option<Position>] {
-        &self.featured_written
+        &self.out.featured_written
     }
 
     /// The store's lines about order 8842 so far.
@@ -348,7 +368,7 @@ impl<'a> Run<'a> {
     /// The first violation on order 8842, if its events were reordered.
     pub fn featured_overtaken(&self) -> Option<&Seen> {
         let key = super::events::order_key(FEATURED_ORDER);
-        self.seen.iter().find(|s| s.violation.key == key)
+        self.out.seen.iter().find(|s| s.violation.key == key)
     }
 
     /// The version of order 8842 the store holds so far.
@@ -358,7 +378,7 @@ impl<'a> Run<'a> {
 
     /// The increase as the `latest` group met it, once it has.
     pub fn latest(&self) -> Option<&Latest> {
-        self.latest.as_ref()
+        self.out.latest.as_ref()
     }
 
     /// The group's members and partitions once settled after the change.
@@ -368,31 +388,20 @@ impl<'a> Run<'a> {
 
     /// Stops the group and returns what was measured.
     pub async fn finish(mut self) -> Result<Outcome, LabError> {
-        let lag_at_end = self.lag(&self.consumed.0.clone()).await?;
+        self.out.lag_at_end = self.lag(&self.consumed.0.clone()).await?;
         // The group is empty now; `Cluster::close` deletes it with the topics on a cluster.
         self.group.leave().await;
         if let Some(latest) = self.latest_group {
             latest.leave().await;
         }
         self.producer.clone().close().await;
-        let featured_log = self.store.lines_for(FEATURED_ORDER).cloned().collect();
-        Ok(Outcome {
-            rounds: self.round,
-            keys_out_of_order: self.checker.keys_out_of_order(),
-            duplicates: self.checker.duplicates(),
-            rejected: self.store.rejected(),
-            incomplete: self.store.incomplete(self.traffic.order_ids.clone()),
-            featured_log,
-            lag_at_end,
-            spec: self.spec,
-            seen: self.seen,
-            featured_written: self.featured_written,
-            lag_at_change: self.lag_at_change,
-            migration: self.migration,
-            fenced: self.fenced,
-            undecodable: self.undecodable,
-            latest: self.latest,
-        })
+        let (out, checker, store) = (&mut self.out, &self.checker, &self.store);
+        out.keys_out_of_order = checker.keys_out_of_order();
+        out.duplicates = checker.duplicates();
+        out.rejected = store.rejected();
+        out.incomplete = store.incomplete(self.traffic.order_ids.clone());
+        out.featured_log = store.lines_for(FEATURED_ORDER).cloned().collect();
+        Ok(self.out)
     }
 
     /// Fix 2, sources 001 and 004: block, drain, switch, with a version.
@@ -418,10 +427,10 @@ impl<'a> Run<'a> {
         }
         // The proof is the broker's, as kafka-consumer-groups.sh shows it: lag 0 everywhere.
         let old_topic_lag = self.lag(&self.consumed.0.clone()).await?;
-        if !lag::all_zero(&old_topic_lag) {
+        if !all_zero(&old_topic_lag) {
             return Err(LabError::Broker(format!(
                 "group {} applied all of {} but the broker reports lag on it; its commits were lost",
-                self.spec.group, self.consumed.0
+                self.out.spec.group, self.consumed.0
             )));
         }
         // Switch: a new routing version; producers and consumers move together.
@@ -434,7 +443,7 @@ impl<'a> Run<'a> {
         self.group.subscribe(topic).await?;
         self.assignment_after = self.group.settled(topic, partitions).await?;
         self.consumed = (topic.to_string(), partitions);
-        self.migration = Some(Migration {
+        self.out.migration = Some(Migration {
             topic: topic.to_string(),
             partitions,
             routing_version: self.routing.version,
@@ -490,7 +499,7 @@ impl<'a> Run<'a> {
                 .or_insert(0);
             *end = (*end).max(sent.offset + 1);
             if event.order_id == FEATURED_ORDER {
-                self.featured_written[event.version as usize - 1] = Some(at);
+                self.out.featured_written[event.version as usize - 1] = Some(at);
             }
         }
         self.next = end;
@@ -501,8 +510,8 @@ impl<'a> Run<'a> {
     /// the order of [`pace::round`]; the store applies them, the checker watches, the members
     /// commit what was applied.
     async fn round(&mut self, progress: &Progress) -> Result<(), LabError> {
-        self.round += 1;
-        self.store.set_round(self.round);
+        self.out.rounds += 1;
+        self.store.set_round(self.out.rounds);
         let (topic, partitions) = self.consumed.clone();
         let wants: Vec<(PartitionId, i64, i64)> = (0..partitions)
             .map(|p| {
@@ -528,10 +537,10 @@ impl<'a> Run<'a> {
         let tail = &self.env.tail;
         if tail.is_live() {
             let lines = self.store.log()[self.tailed.0..].iter().map(LogLine::event);
-            let seen = self.seen[self.tailed.1..].iter().map(Seen::reported);
+            let seen = self.out.seen[self.tailed.1..].iter().map(Seen::reported);
             tail.push(lines.collect(), seen.collect());
         }
-        self.tailed = (self.store.log().len(), self.seen.len());
+        self.tailed = (self.store.log().len(), self.out.seen.len());
     }
 
     fn apply(&mut self, delivery: Delivery) {
@@ -542,7 +551,7 @@ impl<'a> Run<'a> {
             Ok(event) => event,
             Err(reason) => {
                 tracing::warn!(target: "workshop::store", %at, %reason, "skipping a record");
-                self.undecodable += 1;
+                self.out.undecodable += 1;
                 return;
             }
         };
@@ -552,7 +561,7 @@ impl<'a> Run<'a> {
             .routing_version
             .is_some_and(|v| v < self.routing.version)
         {
-            self.fenced += 1;
+            self.out.fenced += 1;
             return;
         }
         let _ = self.store.apply(event);
@@ -564,10 +573,10 @@ impl<'a> Run<'a> {
                 .last()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            self.seen.push(Seen {
+            self.out.seen.push(Seen {
                 violation,
                 line,
-                round: self.round,
+                round: self.out.rounds,
             });
         }
     }
@@ -582,7 +591,7 @@ impl<'a> Run<'a> {
 
     async fn lag(&mut self, topic: &str) -> Result<Vec<LagRow>, LabError> {
         self.group.flush().await?;
-        lag::describe(self.env.cluster.admin(), &self.spec.group, topic).await
+        described_rows(self.env.cluster.admin(), &self.out.spec.group, topic).await
     }
 }
 

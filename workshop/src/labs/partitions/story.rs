@@ -5,8 +5,6 @@
 //! a question for the room, runs on the broker under its deadline ([`super::work`]), and shows
 //! its evidence ([`super::evidence`]); the summary says what happened, why, and what to do.
 
-use client::{ApiKey, ClientConfig, Error as ClientError};
-
 use super::events::order_key;
 use super::evidence::{self, records};
 use super::figures::{Figures, Scenario};
@@ -15,44 +13,25 @@ use super::plan::Plan;
 use super::run::{Change, Env, Outcome, Run, Spec};
 use super::traffic::{Traffic, FEATURED_ORDER};
 use super::work::Phases;
-use super::{figures, scenario, shrink, GROUP, METADATA_MAX_AGE, TOPIC};
-use crate::lab::report::{count, max_and_average, percent, LagRow, Narrator, Phase, Summary};
-use crate::lab::target::{broker_error, Cluster};
+use super::{lacks_create_partitions, scenario, shrink, Ran, GROUP, METADATA_MAX_AGE, TOPIC};
+use crate::lab::report::{count, max_and_average, percent, Narrator, Phase, Summary};
+use crate::lab::target::Cluster;
 use crate::lab::LabError;
 
 /// The titles of the phases a cluster without CreatePartitions cannot run.
 pub const INCREASE_TITLE: &str = "The operator adds partitions";
 pub const SHRINK_TITLE: &str = "Shrinking back";
 
-/// What the phases measured, and why the cluster could not run the ones that need
-/// CreatePartitions (the failure and the refusal to shrink), if it could not.
-pub(super) struct Ran {
-    pub figures: Figures,
-    pub lacking: Option<String>,
-}
-
 /// The failure, both fixes and the refusal to shrink, narrated as they happen.
 pub(super) async fn phases(
     cluster: &Cluster,
     plan: &Plan,
     traffic: &Traffic,
-    seed: u64,
     n: &mut Narrator,
 ) -> Result<Ran, LabError> {
-    let mut service = ClientConfig::new(cluster.addr());
-    service.client_id = GROUP.to_string();
-    service.metadata_max_age = METADATA_MAX_AGE;
-    let env = Env {
-        cluster,
-        service,
-        tail: n.tail(),
-    };
+    let env = Env::new(cluster, n.tail());
     // What each phase has to do, for its deadline.
-    let work = Phases {
-        plan,
-        traffic,
-        metadata_max_age: METADATA_MAX_AGE,
-    };
+    let work = Phases { plan, traffic };
     let movement =
         Movement::count(traffic.keys(), plan.before, plan.after).map_err(LabError::Internal)?;
 
@@ -81,7 +60,22 @@ pub(super) async fn phases(
 
     // Fix 1: enough partitions from the start.
     let provisioned_topic = format!("{TOPIC}-{}", plan.provisioned);
-    provisioned_opening(n, plan, &cluster.name(&provisioned_topic));
+    let about = format!(
+        "Source 003's rule: provision partitions 3 to 5 times what you need, because a spare partition \
+         costs far less than changing the count. Same traffic, same group, same store; topic {} has \
+         {} partitions ({:.1} x {}) from the start, so the group applies up to {} a round and nothing has \
+         to change.",
+        cluster.name(&provisioned_topic),
+        plan.provisioned,
+        f64::from(plan.provisioned) / f64::from(plan.before),
+        plan.before,
+        plan.throughput(plan.provisioned)
+    );
+    n.phase(Phase {
+        title: "Fix 1: enough partitions from the start",
+        about: &about,
+        predict: "any violations? Any backlog?",
+    });
     let provisioned = scenario(
         &env,
         &work,
@@ -98,7 +92,22 @@ pub(super) async fn phases(
 
     // Fix 2: a new topic, drained before keys switch.
     let (old, new) = (format!("{TOPIC}-v1"), format!("{TOPIC}-v2"));
-    migration_opening(n, plan, &cluster.name(&old), &cluster.name(&new));
+    let about = format!(
+        "When more partitions are needed after all, sources 001 and 004 move keys with a protocol, not a \
+         command: create {to} with {after} partitions; block: producers hold their events (routing \
+         version 1 is closed); drain: the group reads {from} to the end, lag 0 on every partition; \
+         switch: routing version 2 sends producers to {to} and the group subscribes to it. Every record \
+         carries its routing version in a header, and a record with an older version than the one in \
+         force is refused.",
+        from = cluster.name(&old),
+        to = cluster.name(&new),
+        after = plan.after
+    );
+    n.phase(Phase {
+        title: "Fix 2: a new topic, drained before keys switch",
+        about: &about,
+        predict: "any violations? What does the fix cost?",
+    });
     let migration = scenario(
         &env,
         &work,
@@ -119,13 +128,20 @@ pub(super) async fn phases(
     // Kafka cannot shrink.
     let shrunk = match (&failure, &lacking) {
         (Some(failure), None) => {
-            shrink_opening(n, &failure.spec.topic, plan.before);
+            let topic = &failure.spec.topic;
+            let about = format!(
+                "Can the operator undo the increase? An admin CreatePartitions asking {topic} for {} \
+                 partitions.",
+                plan.before
+            );
+            n.phase(Phase {
+                title: SHRINK_TITLE,
+                about: &about,
+                predict: "what does the broker answer?",
+            });
             let deadline = n.deadline(Phases::shrink());
             let shrink = deadline
-                .wait(
-                    "asking the topic to shrink",
-                    shrink(cluster, &failure.spec.topic, plan),
-                )
+                .wait("asking the topic to shrink", shrink(cluster, topic, plan))
                 .await?;
             evidence::shrink_evidence(n, &shrink);
             Some(shrink)
@@ -150,40 +166,13 @@ pub(super) async fn phases(
     };
 
     Ok(Ran {
-        figures: figures(
-            seed,
-            cluster,
-            plan,
-            traffic,
-            movement,
-            failure.as_ref(),
-            &provisioned,
-            &migration,
-            shrunk,
-        ),
+        movement,
+        failure,
+        provisioned,
+        migration,
+        shrink: shrunk,
         lacking,
     })
-}
-
-/// Why this cluster cannot add partitions to a topic, or `None` when it can: first its
-/// ApiVersions, then the call itself on a scratch topic of one partition, since a broker may
-/// list an API it refuses (a policy, a missing implementation). A refusal names the error.
-async fn lacks_create_partitions(cluster: &Cluster) -> Result<Option<String>, LabError> {
-    if let Some(reason) = cluster.lacks(ApiKey::CreatePartitions).await? {
-        return Ok(Some(reason));
-    }
-    let probe = cluster.create_topic("partitions-probe", 1).await?;
-    match cluster.admin().create_partitions(&probe, 2).await {
-        Ok(()) => Ok(None),
-        Err(ClientError::Server(e)) => Ok(Some(format!(
-            "this cluster refused CreatePartitions on a scratch topic ({}{})",
-            e.name(),
-            e.message
-                .as_ref()
-                .map_or(String::new(), |m| format!(": {m}"))
-        ))),
-        Err(e) => Err(broker_error("adding a partition to a scratch topic", &e)),
-    }
 }
 
 /// Phases 1 to 3: the backlog, the increase, every key counted.
@@ -195,59 +184,6 @@ async fn failure(
     movement: &Movement,
     n: &mut Narrator,
 ) -> Result<Outcome, LabError> {
-    let rounds = work.rounds();
-    backlog_opening(n, plan, &env.cluster.name(TOPIC), traffic.orders());
-    let spec = Spec {
-        topic: TOPIC.to_string(),
-        partitions: plan.before,
-        group: GROUP.to_string(),
-        change: Change::Grow { to: plan.after },
-    };
-    let deadline = n.deadline(work.until_change());
-    let progress = n.progress(rounds / 2, "applying orders, round by round");
-    let started = deadline
-        .run(&progress, async {
-            let mut run = Run::start(env, plan, spec.clone(), traffic).await?;
-            let lag = run.until_change(&progress).await?.to_vec();
-            Ok((run, lag))
-        })
-        .await;
-    progress.finish();
-    let (mut run, lag) = started?;
-    evidence::backlog_evidence(n, plan, run.featured_written(), &lag);
-
-    increase_opening(n, run.topic(), plan, METADATA_MAX_AGE.as_millis(), &lag);
-    let deadline = n.deadline(work.change(&spec.change));
-    let progress = n.progress(1, "the increase");
-    let changed = deadline.run(&progress, run.change(&progress)).await;
-    progress.finish();
-    changed?;
-    evidence::increase_evidence(
-        n,
-        plan,
-        run.featured_written(),
-        run.assignment_after(),
-        &run.featured_log(),
-        (run.featured_overtaken(), run.featured_version()),
-        run.latest(),
-    );
-
-    count_opening(n, plan);
-    let deadline = n.deadline(work.after_change());
-    let progress = n.progress(rounds / 2, "the rest of the traffic");
-    let finished = deadline
-        .run(&progress, async {
-            run.after_change(&progress).await?;
-            run.finish().await
-        })
-        .await;
-    progress.finish();
-    let failure = finished?;
-    evidence::count_evidence(n, plan, &failure, movement, &lag);
-    Ok(failure)
-}
-
-pub fn backlog_opening(n: &mut Narrator, plan: &Plan, topic: &str, orders: usize) {
     let about = format!(
         "Topic {topic} has {before} partitions. A group of {members} consumers applies order events to an \
          aggregate store that checks versions: order.created is version 1, order.cancelled version 7, and \
@@ -258,8 +194,10 @@ pub fn backlog_opening(n: &mut Narrator, plan: &Plan, topic: &str, orders: usize
          Kafka's default is latest, which the increase puts to the test). \
          Order {FEATURED_ORDER}'s first six events are produced just before the operator steps in, halfway \
          through.",
+        topic = env.cluster.name(TOPIC),
         before = plan.before,
         members = plan.members,
+        orders = traffic.orders(),
         rate = plan.rate,
         capacity = records(u64::from(plan.capacity)),
         throughput = plan.throughput(plan.before),
@@ -273,34 +211,44 @@ pub fn backlog_opening(n: &mut Narrator, plan: &Plan, topic: &str, orders: usize
         about: &about,
         predict: "how far behind is each partition when the operator steps in? Where are order 8842's events?",
     });
-}
+    let spec = Spec {
+        topic: TOPIC.to_string(),
+        partitions: plan.before,
+        group: GROUP.to_string(),
+        change: Change::Grow { to: plan.after },
+    };
+    let rounds = work.rounds();
+    let label = "applying orders, round by round";
+    let (mut run, lag) = n
+        .step(work.until_change(), rounds / 2, label, async |progress| {
+            let mut run = Run::start(env, plan, spec.clone(), traffic).await?;
+            let lag = run.until_change(progress).await?.to_vec();
+            Ok((run, lag))
+        })
+        .await?;
+    evidence::backlog_evidence(n, plan, run.featured_written(), &lag);
 
-pub fn increase_opening(
-    n: &mut Narrator,
-    topic: &str,
-    plan: &Plan,
-    max_age_ms: u128,
-    lag: &[LagRow],
-) {
-    let motive = if max_and_average(lag).0 > 0 {
+    let motive = if max_and_average(&lag).0 > 0 {
         "\"Consumers can't keep up\", so the operator raises"
     } else {
         "The group keeps up, but the operator raises, for growth,"
     };
     let about = format!(
-        "{motive} {topic} from {} to {} partitions (a real CreatePartitions). Kafka allows it: existing \
+        "{motive} {} from {} to {} partitions (a real CreatePartitions). Kafka allows it: existing \
          records stay where they are, new records follow murmur2(key) % {} (the partitioner of Java's \
          producer; librdkafka's default, consistent_random, is crc32(key) % P and puts \
          order-{FEATURED_ORDER} on {} of {}). The shop's producer is not told; its metadata expires \
-         after metadata.max.age.ms ({max_age_ms} ms here, 5 minutes in Kafka) and the next send \
+         after metadata.max.age.ms ({} ms here, 5 minutes in Kafka) and the next send \
          refreshes it. The next event is the cancellation of order \
          {FEATURED_ORDER}. The group's leader notices the new partitions on its own metadata refresh and \
          the group rebalances; {} partitions apply up to {} a round.",
+        run.topic(),
         plan.before,
         plan.after,
         plan.after,
         librdkafka_partition(&order_key(FEATURED_ORDER), plan.before).unwrap_or(-1),
         plan.before,
+        METADATA_MAX_AGE.as_millis(),
         plan.after,
         plan.throughput(plan.after)
     );
@@ -310,9 +258,19 @@ pub fn increase_opening(
         predict:
             "which partition does the cancellation go to, and which consumer applies it first?",
     });
-}
+    let change = work.change(&spec.change);
+    n.step(change, 1, "the increase", async |p| run.change(p).await)
+        .await?;
+    evidence::increase_evidence(
+        n,
+        plan,
+        run.featured_written(),
+        run.assignment_after(),
+        &run.featured_log(),
+        (run.featured_overtaken(), run.featured_version()),
+        run.latest(),
+    );
 
-pub fn count_opening(n: &mut Narrator, plan: &Plan) {
     let about = format!(
         "The rest of the traffic follows, then the group drains every partition. The ordering checker \
          sees every event the consumers hand to the store: per key, versions must arrive in order. Going \
@@ -324,52 +282,15 @@ pub fn count_opening(n: &mut Narrator, plan: &Plan) {
         about: &about,
         predict: "how many of the run's keys moved, and how many events were applied out of order?",
     });
-}
-
-pub fn provisioned_opening(n: &mut Narrator, plan: &Plan, topic: &str) {
-    let about = format!(
-        "Source 003's rule: provision partitions 3 to 5 times what you need, because a spare partition \
-         costs far less than changing the count. Same traffic, same group, same store; topic {topic} has \
-         {} partitions ({:.1} x {}) from the start, so the group applies up to {} a round and nothing has \
-         to change.",
-        plan.provisioned,
-        f64::from(plan.provisioned) / f64::from(plan.before),
-        plan.before,
-        plan.throughput(plan.provisioned)
-    );
-    n.phase(Phase {
-        title: "Fix 1: enough partitions from the start",
-        about: &about,
-        predict: "any violations? Any backlog?",
-    });
-}
-
-pub fn migration_opening(n: &mut Narrator, plan: &Plan, from: &str, to: &str) {
-    let about = format!(
-        "When more partitions are needed after all, sources 001 and 004 move keys with a protocol, not a \
-         command: create {to} with {after} partitions; block: producers hold their events (routing \
-         version 1 is closed); drain: the group reads {from} to the end, lag 0 on every partition; \
-         switch: routing version 2 sends producers to {to} and the group subscribes to it. Every record \
-         carries its routing version in a header, and a record with an older version than the one in \
-         force is refused.",
-        after = plan.after
-    );
-    n.phase(Phase {
-        title: "Fix 2: a new topic, drained before keys switch",
-        about: &about,
-        predict: "any violations? What does the fix cost?",
-    });
-}
-
-pub fn shrink_opening(n: &mut Narrator, topic: &str, to: i32) {
-    let about = format!(
-        "Can the operator undo the increase? An admin CreatePartitions asking {topic} for {to} partitions."
-    );
-    n.phase(Phase {
-        title: SHRINK_TITLE,
-        about: &about,
-        predict: "what does the broker answer?",
-    });
+    let (rest, label) = (work.after_change(), "the rest of the traffic");
+    let failure = n
+        .step(rest, rounds / 2, label, async move |progress| {
+            run.after_change(progress).await?;
+            run.finish().await
+        })
+        .await?;
+    evidence::count_evidence(n, plan, &failure, movement, &lag);
+    Ok(failure)
 }
 
 pub fn summary(plan: &Plan, f: &Figures) -> Summary {

@@ -2,11 +2,10 @@
 //! scenario's rounds, the group forming and rebalancing, and the waits the change itself
 //! contains (the service's clients noticing new partitions only on their metadata refresh).
 
-use std::time::Duration;
-
 use super::plan::Plan;
 use super::run::Change;
 use super::traffic::Traffic;
+use super::METADATA_MAX_AGE;
 use crate::lab::deadline::Work;
 
 /// Requests of one round, one after the other: the shop's produce, whose acknowledgements the
@@ -18,12 +17,10 @@ const ROUND_TRIPS_PER_CLIENT: u64 = 2;
 /// log ends.
 const LAG_ROUND_TRIPS: u64 = 3;
 
-/// What the phases of the lab do, given the plan, the traffic and the service's
-/// `metadata.max.age.ms`.
+/// What the phases of the lab do, given the plan and the traffic.
 pub struct Phases<'a> {
     pub plan: &'a Plan,
     pub traffic: &'a Traffic,
-    pub metadata_max_age: Duration,
 }
 
 impl Phases<'_> {
@@ -54,7 +51,7 @@ impl Phases<'_> {
                         // commits before it is held.
                         round_trips: 3,
                         // The producer's metadata goes stale, then the members' does.
-                        waits: self.metadata_max_age * 2,
+                        waits: METADATA_MAX_AGE * 2,
                         // The service's group, then the `latest` group.
                         rebalances: 2,
                         ..Work::default()

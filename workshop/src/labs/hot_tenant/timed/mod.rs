@@ -15,7 +15,7 @@ mod workers;
 use protocol::partitioner::partition_for_key;
 use serde::Serialize;
 
-use super::model::max_over_avg;
+use super::model::{busiest, max_over_avg};
 use super::plan::Timed;
 use super::sketch::SpaceSaving;
 use super::traffic::{loads_by_tenant, sub_key, tenant_key, tenant_of_key, Mix};
@@ -177,7 +177,7 @@ pub async fn run(
         .as_ref()
         .ok_or_else(|| LabError::Internal("the tenant-keyed run had no detector".into()))?;
     let topk = top_entries(sketch, plan.top);
-    let hot_partition = busiest(&before.arrivals);
+    let hot_partition = busiest(&before.arrivals) as i32;
     let attribution = attribute(cluster, n, &before, hot_partition).await?;
     story::detection_evidence(n, &topk, &attribution, hot_partition, sketch);
 
@@ -235,7 +235,7 @@ fn figures(
 ) -> Figures {
     let (max_lag, avg_lag) = max_and_average(&before.lag_rows);
     let (max_lag_after, avg_lag_after) = max_and_average(&after.lag_rows);
-    let hot_partition = busiest(&before.arrivals);
+    let hot_partition = busiest(&before.arrivals) as i32;
     let total: u64 = before.arrivals.iter().sum();
     Figures {
         seed,
@@ -367,12 +367,6 @@ fn top_entries(sketch: &SpaceSaving<u32>, k: usize) -> Vec<TopEntry> {
         .collect()
 }
 
-/// The partition with the most records (the first, on a tie).
-fn busiest(arrivals: &[u64]) -> i32 {
-    let max = arrivals.iter().copied().max().unwrap_or(0);
-    arrivals.iter().position(|&a| a == max).unwrap_or(0) as i32
-}
-
 /// Whose records the hot partition's lag is: reads the partition from the group's committed
 /// offset to its end (what the group has yet to process) and counts tenants with a sketch.
 async fn attribute(
@@ -495,11 +489,5 @@ mod tests {
         assert_eq!(sub_key_partitions(42, 1, 8), 1);
         let spread = sub_key_partitions(42, 16, 8);
         assert!((2..=8).contains(&spread), "{spread}");
-    }
-
-    #[test]
-    fn busiest_is_the_first_maximum() {
-        assert_eq!(busiest(&[1, 5, 5]), 1);
-        assert_eq!(busiest(&[]), 0);
     }
 }
