@@ -90,7 +90,7 @@ function apply(e) {
       break;
     case "lag": phase.items.push(e); measure(phase, e.rows, `as the lab measured it in phase ${phase.number}`); break;
     case "live": if (e.rows.length) measure(phase, e.rows, `as the lab measures it: ${e.label}`); break;
-    case "text": case "table": case "violations": phase.items.push(e); break;
+    case "text": case "table": case "violations": case "panel": phase.items.push(e); break;
     case "progress": run.progress = e; break;
     case "done": if (run.progress && run.progress.id === e.id) run.progress = null; break;
     case "tail": {
@@ -156,6 +156,27 @@ function violation(v) {
     (v.cause && v.cause !== "-" ? ` · ${esc(v.cause)}` : "") + "</div>";
 }
 
+// A lab's panel: its key figures large, then one bar per member, tenant or key, each named.
+function panel(p) {
+  const figures = p.figures.map((f) =>
+    `<div class="figure"><b class="${f.bad ? "bad" : ""}">${esc(f.value)}</b><span>${esc(f.label)}</span></div>`).join("");
+  const most = Math.max(1, ...p.bars.map((b) => b.value));
+  const bars = p.bars.map((b) =>
+    `<div class="share${b.bad ? " bad" : ""}"><span class="who">${esc(b.label)}</span>` +
+    `<span class="track"><i style="width:${(100 * b.value) / most}%"></i></span><b>${fmt(b.value)}</b>` +
+    `<span class="note">${esc(b.note)}</span></div>`).join("");
+  return `<div class="lab-panel" data-title="${esc(p.title)}"><h2>${esc(p.title)}</h2>` +
+    (figures ? `<div class="big-figures">${figures}</div>` : "") + (bars ? `<div class="shares">${bars}</div>` : "") + "</div>";
+}
+
+// The phase's panels, each as last measured in it, above the rest of its answer.
+function panels(phase) {
+  const last = new Map();
+  for (const e of phase.items) if (e.event === "panel") last.set(e.panel.title, e.panel);
+  // Several (one per run the phase compares) stand side by side, so the answer still starts on screen.
+  return last.size ? `<div id="panels" class="${last.size > 1 ? "several" : ""}">${[...last.values()].map(panel).join("")}</div>` : "";
+}
+
 function item(e) {
   switch (e.event) {
     case "text": return paragraphs(e.text);
@@ -207,7 +228,7 @@ function phaseView(phase) {
   const about = phase.about ? `<p class="about">${esc(phase.about)}</p>` : "";
   // Once the answer is out, it comes first: what the phase was about follows it.
   const body = phase.answered
-    ? `<div class="answer" id="answer">${phase.items.map(item).join("")}</div>` + (about ? `<details><summary>About this phase</summary>${about}</details>` : "")
+    ? panels(phase) + `<div class="answer" id="answer">${phase.items.map(item).join("")}</div>` + (about ? `<details><summary>About this phase</summary>${about}</details>` : "")
     : about + `<div class="answer" id="answer">${phase.items.map(item).join("")}` +
       (waiting ? `<p class="hint">Predict, then Reveal.</p>` : "") + "</div>";
   return { head, body };
