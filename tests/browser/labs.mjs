@@ -68,6 +68,8 @@ export function read() {
     violations: $("violation-count") ? parseInt($("violation-count").textContent, 10) : null,
     lagNames: [...document.querySelectorAll("#lag tr")].slice(1).map((tr) => [...tr.children].map((td) => td.textContent)),
     chips: [...document.querySelectorAll("#members .chip")].map((c) => c.textContent),
+    // Member chips the broker panel cuts at its bottom.
+    chipsCut: [...document.querySelectorAll("#members .chip")].filter((c) => box(c).bottom > box($("broker-panel")).bottom + 0.5).map((c) => c.textContent),
     held: !!$("broker-panel") && $("broker-panel").classList.contains("held"),
     panels: [...document.querySelectorAll(".lab-panel")].map((p) => ({
       title: p.dataset.title,
@@ -152,6 +154,7 @@ function check(lab, size, seen, m, json) {
     const names = new Set(seen.lagNames.map((r) => r[r.length - (lagRows.some((x) => x.processed_uncommitted !== undefined) ? 2 : 1)]).filter((n) => n && n !== "-"));
     if (m.phase.answered && m.phase.lags.length === 1 && ids.size > 1) want(names.size === ids.size, `${ids.size} members, ${names.size} names in the lag table`);
     want(new Set(seen.chips).size === seen.chips.length, `member chips are told apart (${seen.chips.join(", ")})`);
+    want(!seen.chipsCut.length, `no member chip cut at the panel's bottom (${seen.chipsCut.join(", ")})`);
     // The lab's panels: exactly what it measured in this phase, once its answer is out.
     const told = m.phase.answered ? [...m.phase.panels.values()] : [];
     const asTold = told.map((p) => JSON.stringify([p.title, p.figures.map((f) => [f.label, f.value]), p.bars.map((b) => [b.label, b.value, b.note])]));

@@ -16,6 +16,9 @@ function fresh() {
   return {
     lab: null, expected: "", intro: freshPhase(0, "", ""), phases: [], waiting: null, progress: null,
     tails: false, // whether the lab follows a live log (Tail events)
+    // Whether the lab did its work before telling it (rebalance runs, then narrates): what it
+    // made then holds the run's end state, drawn only as the lab measured it.
+    workedFirst: false,
     summary: null, checks: [], verdict: null, end: null, next: 0,
   };
 }
@@ -89,9 +92,9 @@ function apply(e) {
       if (!run.tails) for (const line of e.lines) phase.tail.push({ line, held: holding(phase) });
       break;
     case "lag": phase.items.push(e); measure(phase, e.rows, `as the lab measured it in phase ${phase.number}`); break;
-    case "live": if (e.rows.length) measure(phase, e.rows, `as the lab measures it: ${e.label}`); break;
+    case "live": if (!run.phases.length) run.workedFirst = true; if (e.rows.length) measure(phase, e.rows, `as the lab measures it: ${e.label}`); break;
     case "text": case "table": case "violations": case "panel": phase.items.push(e); break;
-    case "progress": run.progress = e; break;
+    case "progress": run.progress = e; if (!run.phases.length) run.workedFirst = true; break;
     case "done": if (run.progress && run.progress.id === e.id) run.progress = null; break;
     case "tail": {
       const held = holding(phase);
@@ -261,6 +264,8 @@ function renderTail() {
   const old = $("log");
   const stick = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 30;
   const title = phase.number ? `Log · phase ${phase.number}` : "Log";
+  // A phase that wrote no log gives the broker panel the log's room (hot-tenant's 8 members).
+  $("main").classList.toggle("quiet", !phase.tail.length);
   if (!phase.tail.length) {
     el.innerHTML = `<h2>${title}</h2><div class="dim" id="log-empty">No log line written in this phase.</div>`;
     return;
@@ -334,12 +339,19 @@ function renderBroker() {
   // brings it up.
   const told = toldSoFar(phase);
   const named = topics.filter((t) => t.phase < phase.number && mentions(told, t.name)).map((t) => t.name);
-  const names = [...new Set([...of(phase.number), ...named])];
+  let names = [...new Set([...of(phase.number), ...named])];
+  // What a lab that worked first made before telling is drawn as it measured it, in this
+  // phase or an earlier one once told, never live: live is the end of the whole run.
+  const answered = [...run.phases.slice(0, run.phases.indexOf(phase)), ...(phase.answered ? [phase] : [])];
+  const before = (name) => run.workedFirst && phase.number > 0 && (topics.find((t) => t.name === name) || {}).phase === 0;
+  const measuredSoFar = (name) => answered.map((p) => p.measured[name]).filter(Boolean).pop() || null;
+  names = names.filter((name) => !before(name) || measuredSoFar(name));
   const allowed = new Set(names);
   broker.only = (t) => allowed.has(t.name);
-  broker.empty = "No topic yet in this phase.";
+  broker.empty = run.workedFirst && phase.number > 0 ? "The lab ran before telling: its topics show as it measured them, with the answer that tells it." : "No topic yet in this phase.";
   const measured = Object.values(phase.measured).filter((m) => allowed.has(m.topic));
-  broker.measured = phase.answered || phase.number === 0 ? measured[measured.length - 1] || null : null;
+  const earlier = names.filter(before).map(measuredSoFar);
+  broker.measured = phase.answered || phase.number === 0 ? measured[measured.length - 1] || earlier[earlier.length - 1] || null : earlier[earlier.length - 1] || null;
   $("broker-phase").textContent = "";
   broker.render();
   broker.fit($("broker-panel"), () => $("broker-phase").offsetHeight + $("broker").offsetHeight);
