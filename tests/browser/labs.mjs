@@ -69,7 +69,7 @@ export function read() {
     lagNames: [...document.querySelectorAll("#lag tr")].slice(1).map((tr) => [...tr.children].map((td) => td.textContent)),
     chips: [...document.querySelectorAll("#members .chip")].map((c) => c.textContent),
     // Member chips the broker panel cuts at its bottom.
-    chipsCut: [...document.querySelectorAll("#members .chip")].filter((c) => box(c).bottom > box($("broker-panel")).bottom + 0.5).map((c) => c.textContent),
+    chipsCut: $("broker-panel") ? [...document.querySelectorAll("#members .chip")].filter((c) => box(c).bottom > box($("broker-panel")).bottom + 0.5).map((c) => c.textContent) : [],
     held: !!$("broker-panel") && $("broker-panel").classList.contains("held"),
     panels: [...document.querySelectorAll(".lab-panel")].map((p) => ({
       title: p.dataset.title,
