@@ -68,7 +68,16 @@ export function read() {
     violations: $("violation-count") ? parseInt($("violation-count").textContent, 10) : null,
     lagNames: [...document.querySelectorAll("#lag tr")].slice(1).map((tr) => [...tr.children].map((td) => td.textContent)),
     chips: [...document.querySelectorAll("#members .chip")].map((c) => c.textContent),
+    // Member chips the broker panel cuts at its bottom.
+    chipsCut: $("broker-panel") ? [...document.querySelectorAll("#members .chip")].filter((c) => box(c).bottom > box($("broker-panel")).bottom + 0.5).map((c) => c.textContent) : [],
     held: !!$("broker-panel") && $("broker-panel").classList.contains("held"),
+    panels: [...document.querySelectorAll(".lab-panel")].map((p) => ({
+      title: p.dataset.title,
+      figures: [...p.querySelectorAll(".figure")].map((f) => [f.querySelector("span").textContent, f.querySelector("b").textContent]),
+      bars: [...p.querySelectorAll(".share")].map((b) => [b.querySelector(".who").textContent, Number(b.querySelector("b").textContent.replace(/,/g, "")),
+        b.querySelector(".note").textContent]),
+      figuresInView: inView(p.querySelector(".big-figures") || p.querySelector("h2")),
+    })),
     clipped, small,
   };
 }
@@ -79,7 +88,7 @@ export function read() {
 function moment(state) {
   const tails = state.journal.some((e) => e.event === "tail");
   const phases = [];
-  const fresh = (number, title) => ({ number, title, question: null, answered: false, lines: [], found: [], told: null, lags: [] });
+  const fresh = (number, title) => ({ number, title, question: null, answered: false, lines: [], found: [], told: null, lags: [], panels: new Map() });
   let phase = fresh(0, "");
   for (const e of state.journal) {
     const held = phase.question !== null && !phase.answered;
@@ -90,6 +99,7 @@ function moment(state) {
     if (e.event === "log" && !tails) phase.lines.push(...e.lines.map(() => held));
     if (e.event === "violations") phase.told = e.total;
     if (e.event === "lag") phase.lags.push(e.rows);
+    if (e.event === "panel") phase.panels.set(e.panel.title, e.panel);
   }
   phases.push(phase);
   for (const p of phases) {
@@ -144,6 +154,13 @@ function check(lab, size, seen, m, json) {
     const names = new Set(seen.lagNames.map((r) => r[r.length - (lagRows.some((x) => x.processed_uncommitted !== undefined) ? 2 : 1)]).filter((n) => n && n !== "-"));
     if (m.phase.answered && m.phase.lags.length === 1 && ids.size > 1) want(names.size === ids.size, `${ids.size} members, ${names.size} names in the lag table`);
     want(new Set(seen.chips).size === seen.chips.length, `member chips are told apart (${seen.chips.join(", ")})`);
+    want(!seen.chipsCut.length, `no member chip cut at the panel's bottom (${seen.chipsCut.join(", ")})`);
+    // The lab's panels: exactly what it measured in this phase, once its answer is out.
+    const told = m.phase.answered ? [...m.phase.panels.values()] : [];
+    const asTold = told.map((p) => JSON.stringify([p.title, p.figures.map((f) => [f.label, f.value]), p.bars.map((b) => [b.label, b.value, b.note])]));
+    const onPage = seen.panels.map((p) => JSON.stringify([p.title, p.figures, p.bars]));
+    want(JSON.stringify(onPage) === JSON.stringify(asTold), `the panels are the phase's as measured (journal ${asTold.join(" ") || "none"}, page ${onPage.join(" ") || "none"})`);
+    want(!seen.panels.length || seen.panels[0].figuresInView, `the panel's key figures are on screen`);
   }
   want(!seen.clipped.length, `nothing clipped: ${seen.clipped.slice(0, 4).join("; ")}`);
   want(!seen.small.length, `no text under 18 px: ${seen.small.slice(0, 4).join("; ")}`);
@@ -159,6 +176,74 @@ function labFigures(lab, json, m, seen) {
     const counts = runs.map((r) => r.violations);
     if (!counts.includes(seen.violations)) bad.push(`partitions phase ${m.phase.number}: ${seen.violations} violations, none of the JSON's runs (${counts.join(", ")})`);
     if (m.phase.told > 0 && seen.violations !== f.failure.violations) bad.push(`partitions phase ${m.phase.number}: ${seen.violations} violations, the JSON's failure has ${f.failure.violations}`);
+  }
+  bad.push(...panelFigures(lab, json.figures, m, seen));
+  return bad;
+}
+
+const thousands = (n) => Number(n).toLocaleString("en-US");
+const euros = (cents) => `${cents < 0 ? "-" : ""}€${thousands(Math.floor(Math.abs(cents) / 100))}.${String(Math.abs(cents) % 100).padStart(2, "0")}`;
+
+// Each panel the page shows against the lab's JSON figures for the same seed: the panel of a
+// phase is told by its title; its figures are the JSON's.
+function panelFigures(lab, f, m, seen) {
+  const bad = [];
+  const at = `${lab} phase ${m.phase.number}`;
+  const want = (ok, what) => { if (!ok) bad.push(`${at}: ${what}`); };
+  const figure = (p, label) => (p.figures.find(([l]) => l === label) || [])[1];
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  for (const p of seen.panels) {
+    const show = JSON.stringify(p);
+    if (lab === "rebalance" && p.title === "members") {
+      want(same(p.bars.map((b) => b[0]).sort(), f.members.slice().sort()), `the members panel names ${f.members} (${show})`);
+      want(p.bars.reduce((a, b) => a + b[1], 0) === f.payments, `the members' payments add up to ${f.payments} (${show})`);
+      want(p.bars.every((b) => b[2].startsWith("generation ")), `each member's generation (${show})`);
+    } else if (lab === "rebalance" && p.title === "payments applied twice") {
+      want(figure(p, "applied twice") === String(f.duplicates) && figure(p, "charged twice") === euros(f.double_charged_cents),
+        `${f.duplicates} applied twice, ${euros(f.double_charged_cents)} (${show})`);
+    } else if (lab === "rebalance" && p.title === "generations") {
+      want(same(p.bars.map((b) => [b[0], b[1]]), f.redeliveries.map((r) => [`${f.topic}-${r.partition}`, r.count])) &&
+        p.bars.every((b, i) => b[2] === `${f.redeliveries[i].first.member} (gen ${f.redeliveries[i].first.generation}) then ${f.redeliveries[i].second.member} (gen ${f.redeliveries[i].second.generation})`),
+        `the redeliveries by generation (${show})`);
+    } else if (lab === "idempotence" && p.title === "acks lost and duplicates") {
+      const runs = [
+        [f.acks_lost, f.duplicates_without_idempotence, f.per_partition.without_idempotence],
+        [f.acks_lost_with_idempotence, f.duplicates_with_idempotence, f.per_partition.with_idempotence],
+        [0, f.duplicates_after_partition_change, f.per_partition.after_partition_change],
+        [null, f.duplicates_after_producer_restart, f.per_partition.after_producer_restart],
+      ][m.phase.number - 1];
+      want(!!runs, `a panel in phase ${m.phase.number}`);
+      if (!runs) continue;
+      const [lost, duplicates, rows] = runs;
+      const rowsLost = rows.reduce((a, r) => a + r.acks_lost, 0);
+      want(figure(p, "acks lost") === String(lost === null ? rowsLost : lost) && figure(p, "duplicates") === String(duplicates),
+        `${lost} acks lost, ${duplicates} duplicates (${show})`);
+      want(same(p.bars.map((b) => [b[0], b[1]]), rows.map((r) => [`partition ${r.partition}`, r.duplicates])), `duplicates per partition (${show})`);
+    } else if (lab === "rehash" && p.title === "keys moving") {
+      want(figure(p, "keys") === thousands(f.keys), `${f.keys} keys (${show})`);
+      want(same(p.bars.map((b) => b[1]), f.schemes.map((x) => Math.round(x.moved_fraction * f.keys))), `keys moved per scheme (${show})`);
+    } else if (lab === "hot-tenant" && p.title.startsWith("tenants inside partition")) {
+      want(p.title === `tenants inside partition ${f.hot_partition}`, `the hot partition ${f.hot_partition} (${show})`);
+      want(same(p.bars.map((b) => [b[0], b[1]]), f.hot_partition_lag_by_tenant.map((t) => [t.tenant, t.records])), `the tenants in its lag (${show})`);
+    } else if (lab === "migrate" && p.title === "shards, ring version 7 to 8") {
+      want(figure(p, "users moving") === String(f.moved_users), `${f.moved_users} users moving (${show})`);
+    } else if (lab === "migrate" && p.title.startsWith("run ")) {
+      const r = f.runs.find((x) => `run ${x.run}` === p.title);
+      want(!!r && figure(p, "acknowledged writes") === String(r.acknowledged) && figure(p, "lost writes") === String(r.lost_writes) &&
+        figure(p, "missed reads") === String(r.missed_reads) && figure(p, "refused as stale (fenced)") === String(r.refused_stale),
+        `the run's audit as the JSON's (${show}; JSON ${JSON.stringify(r)})`);
+    } else if (lab === "routing" && p.title === "the producer's map of leaders") {
+      want(figure(p, "NOT_LEADER_OR_FOLLOWER answers") === String(f.fresh_map_not_leader_errors) && p.bars.length === f.nodes,
+        `${f.fresh_map_not_leader_errors} answers with a fresh map, ${f.nodes} nodes (${show})`);
+    } else if (lab === "routing" && p.title === "the producer's stale map") {
+      want(figure(p, "NOT_LEADER_OR_FOLLOWER answers") === String(f.stale_map_not_leader_errors), `${f.stale_map_not_leader_errors} answers with a stale map (${show})`);
+    } else if (lab === "routing" && p.title === "a map never refreshed") {
+      want(figure(p, "refused: not stored") === String(f.records_failed_never_refreshing_client) &&
+        figure(p, "redirect ratio") === `${(f.redirect_ratio_never_refreshing_client * 100).toFixed(1)} %`,
+        `${f.records_failed_never_refreshing_client} refused, ratio ${f.redirect_ratio_never_refreshing_client} (${show})`);
+    } else {
+      want(false, `a panel the test knows (${show})`);
+    }
   }
   return bad;
 }

@@ -257,6 +257,7 @@ impl Terminal {
             | Event::Progress { .. }
             | Event::Live { .. }
             | Event::Tail { .. }
+            | Event::Panel { .. }
             | Event::Done { .. } => return String::new(),
         }
         let mut text = lines.join("\n");
@@ -416,6 +417,8 @@ impl Subscriber for Terminal {
                 }
                 return;
             }
+            // The lab's tables and prose already tell a panel's figures, within the width.
+            Event::Panel { .. } => return,
             _ => {}
         }
         let new_screen = matches!(event, Event::Phase { .. } | Event::Summary { .. })

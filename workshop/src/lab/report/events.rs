@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::Serialize;
 
 use super::lag::LagRow;
+use super::panel::Panel;
 use super::table::Table;
 
 /// One thing a lab tells, in the order it tells it.
@@ -51,6 +52,9 @@ pub enum Event {
         done: u64,
         total: u64,
     },
+    /// The phase's key figures so far, for views with room to show them large (the terminal
+    /// leaves them to the lab's tables and prose).
+    Panel { panel: Panel },
     /// A lag table redrawn while the lab runs (the final state follows as a [`Event::Lag`]).
     Live {
         id: u64,

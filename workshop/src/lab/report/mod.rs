@@ -12,6 +12,7 @@ mod fit;
 mod gate;
 mod lag;
 mod narrator;
+mod panel;
 mod table;
 
 use serde::Serialize;
@@ -23,6 +24,7 @@ pub use fit::{abbreviate, columns, wrap};
 pub use gate::Gate;
 pub use lag::{lag_lines, max_and_average, LagRow};
 pub use narrator::{Live, Narrator, Phase, Progress, Summary, Tail};
+pub use panel::{Bar, Figure, Panel};
 pub use table::{Align, Table};
 
 /// The end of a lab: what it expected, whether it appeared, and every figure it measured.

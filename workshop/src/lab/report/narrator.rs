@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::checks::Checks;
 use super::events::{Event, LogLine, Pause, Subscriber, Violation};
 use super::gate::Gate;
-use super::{LabReport, LagRow, Table};
+use super::{LabReport, LagRow, Panel, Table};
 use crate::lab::watch::Watch;
 
 /// The opening of a phase.
@@ -189,6 +189,11 @@ impl Narrator {
 
     pub fn log(&mut self, lines: Vec<LogLine>) {
         self.emit(Event::Log { lines });
+    }
+
+    /// The phase's key figures as measured so far, large, for views with room for them.
+    pub fn panel(&mut self, panel: Panel) {
+        self.emit(Event::Panel { panel });
     }
 
     /// The violations found: `shown` in detail, of `total`.

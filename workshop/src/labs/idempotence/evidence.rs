@@ -11,7 +11,7 @@ use super::restart::RestartRun;
 use super::zombie::{Refusal, ZombieRun, DEBIT, DEPOSIT, OPENING};
 use client::LostAck;
 
-use crate::lab::report::{self, Align, Narrator, Table};
+use crate::lab::report::{self, Align, Narrator, Panel, Table};
 
 /// Lines of per-record evidence shown before "... and N more".
 const SHOWN: usize = 6;
@@ -20,6 +20,7 @@ const ZOMBIE_ACCOUNTS: usize = 8;
 
 pub fn lost_acks_evidence(n: &mut Narrator, run: &LossRun, rows: &[PartitionRow]) {
     n.answer();
+    n.panel(acks_panel(rows, run.log.duplicates()));
     partition_table(n, rows, &[SENT, ACKS_LOST, IN_LOG, DUPLICATES]);
     let mut table = Table::new(&[
         ("payment", Align::Left),
@@ -190,6 +191,7 @@ pub fn broker_side(n: &mut Narrator, plan: &Plan, run: Option<&LossRun>) {
 
 pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow]) {
     n.answer();
+    n.panel(acks_panel(rows, run.log.duplicates()));
     let mut table = Table::new(&[
         ("order", Align::Left),
         ("first copy", Align::Left),
@@ -253,6 +255,7 @@ pub fn resize_evidence(n: &mut Narrator, run: &ResizeRun, rows: &[PartitionRow])
 
 pub fn restart_evidence(n: &mut Narrator, run: &RestartRun, rows: &[PartitionRow]) {
     n.answer();
+    n.panel(acks_panel(rows, run.log.duplicates()));
     let mut table = Table::new(&[
         ("instance", Align::Right),
         ("producer id", Align::Right),
@@ -438,6 +441,24 @@ const SENT: Column = ("sent", |r| r.sent);
 const ACKS_LOST: Column = ("acks lost", |r| r.acks_lost);
 const IN_LOG: Column = ("in log", |r| r.in_log);
 const DUPLICATES: Column = ("duplicates here", |r| r.duplicates);
+
+/// A phase's acknowledgements lost and the duplicates read back: in all (`duplicates` counts
+/// copies in any partition), and per partition.
+fn acks_panel(rows: &[PartitionRow], duplicates: u64) -> Panel {
+    let lost: u64 = rows.iter().map(|r| r.acks_lost).sum();
+    let mut panel = Panel::new("acks lost and duplicates")
+        .figure("acks lost", lost, false)
+        .figure("duplicates", duplicates, duplicates > 0);
+    for r in rows {
+        panel = panel.bar(
+            format!("partition {}", r.partition),
+            r.duplicates,
+            format!("{} acks lost · {} in the log", r.acks_lost, r.in_log),
+            r.duplicates > 0,
+        );
+    }
+    panel
+}
 
 fn partition_table(n: &mut Narrator, rows: &[PartitionRow], columns: &[Column]) {
     let mut headers = vec![("partition", Align::Right)];

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use super::engine::keys::{LabTime, RowKey, ShardId};
 use super::engine::machine::{Destination, MigrationRecord, Phase};
 use super::engine::routing::{RoutingRecord, RoutingTable};
-use super::engine::store::LogLine;
+use super::engine::store::{ChangeBody, LogLine};
 use super::figures::{
     self, CopyOnce, Failure, HotTenant, NoFencing, Protocol, Rollback, RoutersOnly,
 };
 use super::scenario::{ring_v7, ring_v8, Run, MOVED};
 use super::traffic::{Traffic, BEN};
-use crate::lab::report::{count, Align, Level, LogLine as Line, Narrator, Table};
+use crate::lab::report::{count, Align, Level, LogLine as Line, Narrator, Panel, Table};
 
 /// The ring's answer: users per shard before and after D joins, and who moves.
 pub fn ring_evidence(n: &mut Narrator, profiles: &Traffic) {
@@ -23,6 +23,13 @@ pub fn ring_evidence(n: &mut Narrator, profiles: &Traffic) {
     });
     let before = figures::users_per_shard(&profiles.users, &tables[0]);
     let after = figures::users_per_shard(&profiles.users, &tables[1]);
+    let moving = profiles.users.iter().filter(|u| MOVED.contains(u)).count();
+    let mut panel = Panel::new("shards, ring version 7 to 8").figure("users moving", moving, false);
+    for id in ShardId::ALL {
+        let note = format!("version 7: {}", before[&id]);
+        panel = panel.bar(format!("shard {id}"), after[&id] as u64, note, false);
+    }
+    n.panel(panel);
     let mut table = Table::new(&[
         ("shard", Align::Left),
         ("users, version 7", Align::Right),
@@ -44,8 +51,28 @@ pub fn ring_evidence(n: &mut Narrator, profiles: &Traffic) {
     ));
 }
 
+/// A run's writes and reads as its audit counts them, and the writes each shard's changelog
+/// holds at its end: what the routers' versions and the fencing made of them.
+fn run_panel(run: &Run) -> Panel {
+    let f = figures::run_figures(run);
+    let mut panel = Panel::new(format!("run {}", f.run))
+        .figure("acknowledged writes", f.acknowledged, false)
+        .figure("lost writes", f.lost_writes, f.lost_writes > 0)
+        .figure("missed reads", f.missed_reads, f.missed_reads > 0)
+        .figure("refused as stale (fenced)", f.refused_stale, false);
+    for (id, changes) in &run.changelogs {
+        let writes = changes
+            .iter()
+            .filter(|(_, c)| matches!(c.body, ChangeBody::Write { .. }))
+            .count();
+        panel = panel.bar(format!("writes on {id}"), writes as u64, "", false);
+    }
+    panel
+}
+
 pub fn routers_only_evidence(n: &mut Narrator, run: &Run) {
     n.answer();
+    n.panel(run_panel(run));
     let f = RoutersOnly::of(run);
     let ben = RowKey::user(BEN);
     if let Some(read) = run.audit.missed_reads.iter().find(|r| r.key == ben) {
@@ -76,6 +103,7 @@ pub fn routers_only_evidence(n: &mut Narrator, run: &Run) {
 
 pub fn copy_once_evidence(n: &mut Narrator, run: &Run) {
     n.answer();
+    n.panel(run_panel(run));
     let f = CopyOnce::of(run);
     let copied = f.copied_rows_copy_once;
     n.say(&format!(
@@ -101,6 +129,7 @@ pub fn copy_once_evidence(n: &mut Narrator, run: &Run) {
 
 pub fn no_fencing_evidence(n: &mut Narrator, run: &Run) {
     n.answer();
+    n.panel(run_panel(run));
     let f = NoFencing::of(run);
     let refreshed = run
         .events
@@ -124,6 +153,7 @@ pub fn no_fencing_evidence(n: &mut Narrator, run: &Run) {
 
 pub fn protocol_evidence(n: &mut Narrator, run: &Run) {
     n.answer();
+    n.panel(run_panel(run));
     let f = Protocol::of(run);
     n.say("The routing topic, record by record (offset, key, what it says):");
     n.table(&trail(&run.routing_log));
@@ -193,6 +223,7 @@ fn stale_refusals(f: &Protocol) -> String {
 
 pub fn failure_evidence(n: &mut Narrator, run: &Run) {
     n.answer();
+    n.panel(run_panel(run));
     let f = Failure::of(run);
     let records: Vec<&MigrationRecord> = run
         .routing_log
@@ -230,6 +261,8 @@ pub fn failure_evidence(n: &mut Narrator, run: &Run) {
 
 pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
     n.answer();
+    n.panel(run_panel(naive));
+    n.panel(run_panel(back));
     let f = Rollback::of(naive, back);
     let mut table = Table::new(&[
         ("rollback", Align::Left),
@@ -260,6 +293,8 @@ pub fn rollback_evidence(n: &mut Narrator, naive: &Run, back: &Run) {
 
 pub fn hot_tenant_evidence(n: &mut Narrator, naive: &Run, keyed: &Run) {
     n.answer();
+    n.panel(run_panel(naive));
+    n.panel(run_panel(keyed));
     let t = &HotTenant::of(naive, keyed);
     // The figures hold the tenant's bucketed route as the routing topic does (version 0: none).
     if t.route_version > 1 {

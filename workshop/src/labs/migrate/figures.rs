@@ -455,7 +455,7 @@ fn tenant_writes(run: &Run, from: u64, to: u64) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn run_figures(run: &Run) -> RunFigures {
+pub fn run_figures(run: &Run) -> RunFigures {
     RunFigures {
         run: run.scenario.name(),
         acknowledged: run.acknowledged,

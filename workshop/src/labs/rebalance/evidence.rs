@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::figures::Figures;
 use super::journal::{hms, Event};
 use super::scenario::Outcome;
-use crate::lab::report::{self, thousands, Align, Level, Table};
+use crate::lab::report::{self, thousands, Align, Level, Panel, Table};
 
 pub fn secs(ms: u64) -> String {
     if ms < 1000 {
@@ -51,6 +51,45 @@ pub fn ms_of(d: std::time::Duration) -> u64 {
     d.as_millis() as u64
 }
 
+/// A member's assignment when processing started.
+struct Assignment<'a> {
+    member: &'a str,
+    generation: i32,
+    partitions: Vec<i32>,
+    /// The records of its partitions.
+    payments: i64,
+}
+
+/// Each member's assignment when processing started, from the last join before it.
+fn assignments<'a>(f: &'a Figures, base: &Outcome) -> Vec<Assignment<'a>> {
+    let entries = base.journal.entries();
+    let start = entries
+        .iter()
+        .position(|e| matches!(e.event, Event::ProcessingStarted { .. }))
+        .unwrap_or(entries.len());
+    f.members
+        .iter()
+        .filter_map(|member| {
+            entries[..start].iter().rev().find_map(|e| match &e.event {
+                Event::Joined {
+                    generation,
+                    partitions,
+                    ..
+                } if e.member.as_deref() == Some(member) => Some(Assignment {
+                    member,
+                    generation: *generation,
+                    payments: partitions
+                        .iter()
+                        .map(|p| base.log_end.get(p).copied().unwrap_or(0))
+                        .sum(),
+                    partitions: partitions.clone(),
+                }),
+                _ => None,
+            })
+        })
+        .collect()
+}
+
 /// Each member's assignment when processing started: generation, partitions, payments.
 pub fn members_table(f: &Figures, base: &Outcome) -> Table {
     let mut table = Table::new(&[
@@ -59,38 +98,79 @@ pub fn members_table(f: &Figures, base: &Outcome) -> Table {
         ("PARTITIONS", Align::Left),
         ("PAYMENTS", Align::Right),
     ]);
-    let entries = base.journal.entries();
-    let start = entries
-        .iter()
-        .position(|e| matches!(e.event, Event::ProcessingStarted { .. }))
-        .unwrap_or(entries.len());
-    for member in &f.members {
-        let joined = entries[..start].iter().rev().find_map(|e| match &e.event {
-            Event::Joined {
-                generation,
-                partitions,
-                ..
-            } if e.member.as_deref() == Some(member) => Some((generation, partitions)),
-            _ => None,
-        });
-        if let Some((generation, partitions)) = joined {
-            let payments: i64 = partitions
-                .iter()
-                .map(|p| base.log_end.get(p).copied().unwrap_or(0))
-                .sum();
-            let names: Vec<String> = partitions
-                .iter()
-                .map(|p| format!("{}-{p}", f.topic))
-                .collect();
-            table.row([
-                member.to_string(),
-                generation.to_string(),
-                names.join(", "),
-                payments.to_string(),
-            ]);
-        }
+    for a in assignments(f, base) {
+        table.row([
+            a.member.to_string(),
+            a.generation.to_string(),
+            partition_names(f, &a.partitions),
+            a.payments.to_string(),
+        ]);
     }
     table
+}
+
+fn partition_names(f: &Figures, partitions: &[i32]) -> String {
+    let names: Vec<String> = partitions
+        .iter()
+        .map(|p| format!("{}-{p}", f.topic))
+        .collect();
+    names.join(", ")
+}
+
+/// The members' table as a panel: each member's payments when processing started, under its
+/// name, with its generation and partitions; the stalled member marked.
+pub fn members_panel(f: &Figures, base: &Outcome) -> Panel {
+    let members = assignments(f, base);
+    let mut panel = Panel::new("members")
+        .figure("members", members.len(), false)
+        .figure("payments", thousands(f.payments as u64), false);
+    for a in members {
+        panel = panel.bar(
+            a.member,
+            a.payments.max(0) as u64,
+            format!(
+                "generation {} · {}",
+                a.generation,
+                partition_names(f, &a.partitions)
+            ),
+            a.member == f.stalled_member,
+        );
+    }
+    panel
+}
+
+/// What the stall cost: the payments applied twice and what they charged.
+pub fn twice_panel(f: &Figures) -> Panel {
+    Panel::new("payments applied twice")
+        .figure("applied twice", f.duplicates, f.duplicates > 0)
+        .figure(
+            "charged twice",
+            euros(f.double_charged_cents),
+            f.double_charged_cents > 0,
+        )
+        .figure(
+            format!("processed by {}, not committed", f.stalled_member),
+            f.processed_uncommitted,
+            false,
+        )
+}
+
+/// Each redelivered range as a bar: who applied it in which generation, and who again.
+pub fn generations_panel(f: &Figures) -> Panel {
+    let mut panel =
+        Panel::new("generations").figure("applied twice", f.duplicates, f.duplicates > 0);
+    for r in &f.redeliveries {
+        panel = panel.bar(
+            format!("{}-{}", f.topic, r.partition),
+            r.count,
+            format!(
+                "{} (gen {}) then {} (gen {})",
+                r.first.member, r.first.generation, r.second.member, r.second.generation
+            ),
+            true,
+        );
+    }
+    panel
 }
 
 /// Source 003's sequence from the run's journal: the stall, the poll timeout, the revocations of

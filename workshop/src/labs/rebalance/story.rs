@@ -6,8 +6,9 @@
 use client::GroupConfig;
 
 use super::evidence::{
-    assignors_table, batches_table, euros, incident_lines, members_table, membership_table, ms_of,
-    ordinal, processed_per_member, redeliveries_said, redeliveries_table, secs, setting,
+    assignors_table, batches_table, euros, generations_panel, incident_lines, members_panel,
+    members_table, membership_table, ms_of, ordinal, processed_per_member, redeliveries_said,
+    redeliveries_table, secs, setting, twice_panel,
 };
 use super::figures::Figures;
 use super::plan::{Kind, Plan};
@@ -76,6 +77,7 @@ fn setup(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome, paused: boo
         ),
     });
     n.answer();
+    n.panel(members_panel(f, base));
     n.table(&members_table(f, base));
 }
 
@@ -96,6 +98,7 @@ fn stall(n: &mut Narrator, f: &Figures, base: &Outcome) {
         predict: "are the payments of that batch lost, or applied twice? How many?",
     });
     n.answer();
+    n.panel(twice_panel(f));
     n.say("As the members logged it (time since the lab started):");
     n.log(incident_lines(base, f.stalled_member));
     n.say(&format!(
@@ -141,6 +144,7 @@ fn redeliveries(n: &mut Narrator, plan: &Plan, f: &Figures, base: &Outcome) {
         predict: "whose generation is the first application in, and whose the second?",
     });
     n.answer();
+    n.panel(generations_panel(f));
     n.lag(&base.lag_during);
     n.say(&processed_per_member(f, base));
     n.table(&redeliveries_table(f));

@@ -8,7 +8,7 @@ use super::figures::{Figures, HashTag, Refusal, SchemeRow, SpreadLaw};
 use super::measure::Measurement;
 use super::plan::Plan;
 use crate::kit::schemes::{node_name, NodeId};
-use crate::lab::report::{self, percent, thousands, Align, Narrator, Summary, Table};
+use crate::lab::report::{self, percent, thousands, Align, Narrator, Panel, Summary, Table};
 
 /// Nodes shown in the per-node table; the rest are summarised by the spread columns.
 const NODES_SHOWN: usize = 12;
@@ -23,6 +23,7 @@ pub fn lineup_evidence(
     tags: &[HashTag],
 ) {
     n.answer();
+    n.panel(moving_panel(measured, ideal));
     let mut table = Table::new(&[
         ("scheme", Align::Left),
         ("moved", Align::Right),
@@ -53,6 +54,28 @@ pub fn lineup_evidence(
     node_loads(n, plan, measured);
     hash_tags(n, tags);
     ring_notes(n, law);
+}
+
+/// The keys each scheme moved, beside the fewest any scheme must move; moves between two
+/// surviving nodes, never needed, marked.
+fn moving_panel(measured: &[(Spec, Measurement)], ideal: f64) -> Panel {
+    let keys = measured.first().map_or(0, |(_, m)| m.keys);
+    let mut panel = Panel::new("keys moving")
+        .figure("keys", thousands(keys as u64), false)
+        .figure("must move, at least", percent(ideal), false);
+    for (spec, m) in measured {
+        panel = panel.bar(
+            spec.label(),
+            m.moved as u64,
+            format!(
+                "{} moved · {} between survivors",
+                percent(m.moved_fraction()),
+                percent(m.moved_between_survivors_fraction())
+            ),
+            m.moved_between_survivors > 0,
+        );
+    }
+    panel
 }
 
 /// Redis Cluster's hash-tag rule, on the lab's first key: what is hashed, and the slot.

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 
 use super::figures::{self, AfterMove, Figures};
-use super::kafka::{Sent, CLIENT_ID};
+use super::kafka::{NeverRefreshed, Sent, CLIENT_ID};
 use super::metrics::NodeProduce;
 use super::plan::MOVED_PARTITION;
 use super::redis::Tally;
-use crate::lab::report::{count, percent, Align, Level, LogLine, Narrator, Summary, Table};
+use crate::lab::report::{count, percent, Align, Level, LogLine, Narrator, Panel, Summary, Table};
 use client::ServerError;
 
 /// Each node, the partitions it leads and the records the producer sent it, by its map.
@@ -19,12 +19,44 @@ pub fn leaders_table(n: &mut Narrator, node_ids: &[i32], map: &[i32], sent: &Sen
         ("leads", Align::Right),
         ("records", Align::Right),
     ]);
+    let mut panel = stale_answers_panel("the producer's map of leaders", sent);
     for id in node_ids {
         let leads = map.iter().filter(|&l| l == id).count();
         let records = sent.by_node.get(id).copied().unwrap_or(0);
         table.row([id.to_string(), leads.to_string(), records.to_string()]);
+        panel = panel.bar(
+            format!("node {id}"),
+            records,
+            format!("leads {leads}"),
+            false,
+        );
     }
+    n.panel(panel);
     n.table(&table);
+}
+
+/// The answers that told a producer its map of leaders was stale, and what it asked to learn it.
+pub fn stale_answers_panel(title: &str, sent: &Sent) -> Panel {
+    let answers = sent.invalid_metadata.len();
+    Panel::new(title)
+        .figure("NOT_LEADER_OR_FOLLOWER answers", answers, answers > 0)
+        .figure("metadata requests", sent.metadata_requests, false)
+}
+
+/// A client that never re-reads its map: its requests the old leader refused.
+pub fn never_panel(never: &NeverRefreshed) -> Panel {
+    Panel::new("a map never refreshed")
+        .figure(
+            "refused: not stored",
+            never.not_leader,
+            never.not_leader > 0,
+        )
+        .figure("requests", never.requests, false)
+        .figure(
+            "redirect ratio",
+            percent(figures::never_ratio(never)),
+            false,
+        )
 }
 
 /// Java's producer's line for each answer that said its map was stale, as source 003 quotes it.

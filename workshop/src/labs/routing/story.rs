@@ -8,7 +8,9 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::evidence::{leaders_table, node_evidence, summary, tallies, warnings};
+use super::evidence::{
+    leaders_table, never_panel, node_evidence, stale_answers_panel, summary, tallies, warnings,
+};
 use super::figures::{self, AfterMove, Figures, Measured};
 use super::kafka::{self, Sent, CLIENT_ID};
 use super::metrics;
@@ -185,6 +187,7 @@ async fn kafka_phases(
         )
         .await?;
     n.answer();
+    n.panel(stale_answers_panel("the producer's stale map", &stale));
     n.log(warnings(&stale.invalid_metadata));
     let sent = fresh.records + stale.records;
     let first = match stale.by_partition.get(&MOVED_PARTITION) {
@@ -225,6 +228,7 @@ async fn kafka_phases(
     let step = deadline.wait("sending by an old map", step);
     let (never, node_metrics) = metrics::around(metrics_addr.as_deref(), &deadline, step).await?;
     n.answer();
+    n.panel(never_panel(&never));
     n.say(&format!(
         "{} of its {} requests were refused with NOT_LEADER_OR_FOLLOWER: redirect ratio {}. \
          Those records are not stored, and nothing in the client fails loudly: each request got \

@@ -8,7 +8,7 @@ use super::flow::{RunOutcome, Sample, DETECTOR_COUNTERS};
 use super::{Figures, LagShare, MorePartitions, TopEntry};
 use crate::kit::offsets::lag_title;
 use crate::lab::report::{
-    bar, max_and_average, percent, thousands, Align, Narrator, Phase, Summary, Table,
+    bar, max_and_average, percent, thousands, Align, Narrator, Panel, Phase, Summary, Table,
 };
 use crate::lab::target::Cluster;
 
@@ -144,6 +144,7 @@ pub fn detection_evidence(
     sketch: &SpaceSaving<u32>,
 ) {
     n.answer();
+    n.panel(tenants_panel(attribution, hot_partition));
     let mut table = Table::new(&[
         ("rank", Align::Right),
         ("tenant", Align::Left),
@@ -194,6 +195,23 @@ pub fn detection_evidence(
             )
         });
     }
+}
+
+/// The tenants inside the hot partition's lag, each under its name, the largest marked.
+fn tenants_panel(attribution: &[LagShare], hot_partition: i32) -> Panel {
+    let lag: u64 = attribution.iter().map(|s| s.records).sum();
+    let mut panel = Panel::new(format!("tenants inside partition {hot_partition}")).figure(
+        format!("lag of partition {hot_partition}"),
+        thousands(lag),
+        true,
+    );
+    if let Some(top) = attribution.first() {
+        panel = panel.figure(format!("of it {}", top.tenant), percent(top.share), true);
+    }
+    for (i, s) in attribution.iter().enumerate() {
+        panel = panel.bar(s.tenant.clone(), s.records, percent(s.share), i == 0);
+    }
+    panel
 }
 
 pub fn more_partitions(n: &mut Narrator, hot: u32, more: &[MorePartitions]) {

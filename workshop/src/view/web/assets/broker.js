@@ -47,6 +47,7 @@ class BrokerPanel {
     this.primary = null;
     this.lastChange = {}; // topic -> time its offsets last changed
     this.lastSum = {};
+    this.valueless = false; // whether fit() dropped the values above the bars
     this.renders = 0;
     this.renderMs = 0;
     el.addEventListener("change", (e) => {
@@ -114,12 +115,26 @@ class BrokerPanel {
     const style = getComputedStyle(container);
     const inner = container.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
     // A few passes: a new height may rewrap what is above or below the charts.
-    for (let pass = 0; pass < 3; pass++) {
-      const now = this.height || 100;
-      const height = Math.max(24, Math.min(400, Math.floor(now + (inner - used()) / 2)));
-      if (Math.abs(height - now) <= 2) return;
-      this.height = height;
+    const size = () => {
+      for (let pass = 0; pass < 3; pass++) {
+        const now = this.height || 100;
+        const height = Math.max(24, Math.min(400, Math.floor(now + (inner - used()) / 2)));
+        if (Math.abs(height - now) <= 2) return;
+        this.height = height;
+        this.render();
+      }
+    };
+    if (this.valueless) {
+      this.valueless = false;
       this.render();
+    }
+    size();
+    // Still too tall at the smallest charts (many members in the chips below them): the values
+    // above the bars go, and the room they kept with them; the key figures still say the most.
+    if (used() > inner + 1) {
+      this.valueless = true;
+      this.render();
+      size();
     }
   }
 
@@ -156,7 +171,7 @@ class BrokerPanel {
     const worst = lags.indexOf(maxLag);
     // A value needs about 44 px at 18 px type: shown when the columns are that wide.
     const width = this.el.clientWidth || 600;
-    const showValues = n <= Math.floor((width - 70) / 48);
+    const showValues = !this.valueless && n <= Math.floor((width - 70) / 48);
 
     let offsets = "";
     let lagCols = "";
@@ -208,10 +223,10 @@ class BrokerPanel {
       `<span>max <b id="lag-max">${fmt(maxLag)}</b>${maxLag > 0 ? " on P" + worst : ""}</span></div>` +
       `<div class="legend"><span><i style="background:var(--end)"></i>log end</span>` +
       `<span><i style="background:var(--committed)"></i>committed</span></div>` +
-      `<div class="chart offsets" style="height:${this.height || 100}px">${offsets}</div>` +
+      `<div class="chart offsets${showValues ? " valued" : ""}" style="height:${this.height || 100}px">${offsets}</div>` +
       `<div class="legend"><span><i style="background:var(--lag)"></i>lag per partition</span>` +
       `<span><i style="background:var(--avg)"></i>average ${mean}</span></div>` +
-      `<div class="chart lags" style="height:${this.height || 100}px">${lagCols}</div>` +
+      `<div class="chart lags${showValues ? " valued" : ""}" style="height:${this.height || 100}px">${lagCols}</div>` +
       `<div class="labels">${labels}<span class="avg">avg</span></div>` +
       (chips ? `<div class="members" id="members">${chips}</div>` : "");
     this.renders += 1;

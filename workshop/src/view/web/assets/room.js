@@ -16,6 +16,9 @@ function fresh() {
   return {
     lab: null, expected: "", intro: freshPhase(0, "", ""), phases: [], waiting: null, progress: null,
     tails: false, // whether the lab follows a live log (Tail events)
+    // Whether the lab did its work before telling it (rebalance runs, then narrates): what it
+    // made then holds the run's end state, drawn only as the lab measured it.
+    workedFirst: false,
     summary: null, checks: [], verdict: null, end: null, next: 0,
   };
 }
@@ -89,9 +92,9 @@ function apply(e) {
       if (!run.tails) for (const line of e.lines) phase.tail.push({ line, held: holding(phase) });
       break;
     case "lag": phase.items.push(e); measure(phase, e.rows, `as the lab measured it in phase ${phase.number}`); break;
-    case "live": if (e.rows.length) measure(phase, e.rows, `as the lab measures it: ${e.label}`); break;
-    case "text": case "table": case "violations": phase.items.push(e); break;
-    case "progress": run.progress = e; break;
+    case "live": if (!run.phases.length) run.workedFirst = true; if (e.rows.length) measure(phase, e.rows, `as the lab measures it: ${e.label}`); break;
+    case "text": case "table": case "violations": case "panel": phase.items.push(e); break;
+    case "progress": run.progress = e; if (!run.phases.length) run.workedFirst = true; break;
     case "done": if (run.progress && run.progress.id === e.id) run.progress = null; break;
     case "tail": {
       const held = holding(phase);
@@ -156,6 +159,27 @@ function violation(v) {
     (v.cause && v.cause !== "-" ? ` · ${esc(v.cause)}` : "") + "</div>";
 }
 
+// A lab's panel: its key figures large, then one bar per member, tenant or key, each named.
+function panel(p) {
+  const figures = p.figures.map((f) =>
+    `<div class="figure"><b class="${f.bad ? "bad" : ""}">${esc(f.value)}</b><span>${esc(f.label)}</span></div>`).join("");
+  const most = Math.max(1, ...p.bars.map((b) => b.value));
+  const bars = p.bars.map((b) =>
+    `<div class="share${b.bad ? " bad" : ""}"><span class="who">${esc(b.label)}</span>` +
+    `<span class="track"><i style="width:${(100 * b.value) / most}%"></i></span><b>${fmt(b.value)}</b>` +
+    `<span class="note">${esc(b.note)}</span></div>`).join("");
+  return `<div class="lab-panel" data-title="${esc(p.title)}"><h2>${esc(p.title)}</h2>` +
+    (figures ? `<div class="big-figures">${figures}</div>` : "") + (bars ? `<div class="shares">${bars}</div>` : "") + "</div>";
+}
+
+// The phase's panels, each as last measured in it, above the rest of its answer.
+function panels(phase) {
+  const last = new Map();
+  for (const e of phase.items) if (e.event === "panel") last.set(e.panel.title, e.panel);
+  // Several (one per run the phase compares) stand side by side, so the answer still starts on screen.
+  return last.size ? `<div id="panels" class="${last.size > 1 ? "several" : ""}">${[...last.values()].map(panel).join("")}</div>` : "";
+}
+
 function item(e) {
   switch (e.event) {
     case "text": return paragraphs(e.text);
@@ -207,7 +231,7 @@ function phaseView(phase) {
   const about = phase.about ? `<p class="about">${esc(phase.about)}</p>` : "";
   // Once the answer is out, it comes first: what the phase was about follows it.
   const body = phase.answered
-    ? `<div class="answer" id="answer">${phase.items.map(item).join("")}</div>` + (about ? `<details><summary>About this phase</summary>${about}</details>` : "")
+    ? panels(phase) + `<div class="answer" id="answer">${phase.items.map(item).join("")}</div>` + (about ? `<details><summary>About this phase</summary>${about}</details>` : "")
     : about + `<div class="answer" id="answer">${phase.items.map(item).join("")}` +
       (waiting ? `<p class="hint">Predict, then Reveal.</p>` : "") + "</div>";
   return { head, body };
@@ -240,6 +264,8 @@ function renderTail() {
   const old = $("log");
   const stick = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 30;
   const title = phase.number ? `Log · phase ${phase.number}` : "Log";
+  // A phase that wrote no log gives the broker panel the log's room (hot-tenant's 8 members).
+  $("main").classList.toggle("quiet", !phase.tail.length);
   if (!phase.tail.length) {
     el.innerHTML = `<h2>${title}</h2><div class="dim" id="log-empty">No log line written in this phase.</div>`;
     return;
@@ -313,12 +339,19 @@ function renderBroker() {
   // brings it up.
   const told = toldSoFar(phase);
   const named = topics.filter((t) => t.phase < phase.number && mentions(told, t.name)).map((t) => t.name);
-  const names = [...new Set([...of(phase.number), ...named])];
+  let names = [...new Set([...of(phase.number), ...named])];
+  // What a lab that worked first made before telling is drawn as it measured it, in this
+  // phase or an earlier one once told, never live: live is the end of the whole run.
+  const answered = [...run.phases.slice(0, run.phases.indexOf(phase)), ...(phase.answered ? [phase] : [])];
+  const before = (name) => run.workedFirst && phase.number > 0 && (topics.find((t) => t.name === name) || {}).phase === 0;
+  const measuredSoFar = (name) => answered.map((p) => p.measured[name]).filter(Boolean).pop() || null;
+  names = names.filter((name) => !before(name) || measuredSoFar(name));
   const allowed = new Set(names);
   broker.only = (t) => allowed.has(t.name);
-  broker.empty = "No topic yet in this phase.";
+  broker.empty = run.workedFirst && phase.number > 0 ? "The lab ran before telling: its topics show as it measured them, with the answer that tells it." : "No topic yet in this phase.";
   const measured = Object.values(phase.measured).filter((m) => allowed.has(m.topic));
-  broker.measured = phase.answered || phase.number === 0 ? measured[measured.length - 1] || null : null;
+  const earlier = names.filter(before).map(measuredSoFar);
+  broker.measured = phase.answered || phase.number === 0 ? measured[measured.length - 1] || earlier[earlier.length - 1] || null : earlier[earlier.length - 1] || null;
   $("broker-phase").textContent = "";
   broker.render();
   broker.fit($("broker-panel"), () => $("broker-phase").offsetHeight + $("broker").offsetHeight);
