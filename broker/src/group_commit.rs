@@ -95,6 +95,8 @@ pub struct GroupCommit {
     queued: Notify,
     rounds: AtomicU64,
     file_syncs: AtomicU64,
+    /// How long the next round may gather after a sync that took the given time.
+    gather_for: fn(Duration) -> Duration,
 }
 
 impl GroupCommit {
@@ -118,6 +120,7 @@ impl GroupCommit {
             queued: Notify::new(),
             rounds: AtomicU64::new(0),
             file_syncs: AtomicU64::new(0),
+            gather_for: |sync| sync.min(GATHER_AT_MOST),
         }
     }
 }
@@ -307,7 +310,7 @@ impl GroupCommit {
                 let mut queue = self.queue.lock();
                 queue.gather = Some(Gather {
                     appends: appends + self.appends.load(Ordering::SeqCst),
-                    until: ended + (ended - started).min(GATHER_AT_MOST),
+                    until: ended + (self.gather_for)(ended - started),
                 });
                 queue.requested >= queue.round
             };
@@ -407,36 +410,39 @@ fn sync_all(files: Vec<Arc<dyn Syncable>>, dirs: &[PathBuf]) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    /// A file whose sync takes a set time, so that a round's gathering window (as long as the
-    /// last sync) outlasts any scheduling delay of a loaded machine.
-    #[derive(Debug)]
-    struct SlowFile {
+    #[derive(Debug, Default)]
+    struct File {
         mark: AtomicU64,
-        sync_takes: Duration,
     }
 
-    impl Syncable for SlowFile {
+    impl Syncable for File {
         fn queued_round(&self) -> &AtomicU64 {
             &self.mark
         }
 
         fn sync_data(self: Arc<Self>) -> io::Result<()> {
-            std::thread::sleep(self.sync_takes);
             Ok(())
         }
     }
 
     #[tokio::test]
     async fn the_next_round_waits_for_the_appends_the_last_one_answered() {
-        let commit = Arc::new(GroupCommit::new(FlushDefaults::default()));
-        let file = Arc::new(SlowFile {
-            mark: AtomicU64::new(0),
-            sync_takes: Duration::from_secs(1),
+        // A gathering window of an hour instead of one sync's time (microseconds for this
+        // file), so that what is tested is what ends the wait, never how fast this machine is.
+        let commit = Arc::new(GroupCommit {
+            gather_for: |_| Duration::from_secs(3600),
+            ..GroupCommit::new(FlushDefaults::default())
         });
+        let file = Arc::new(File::default());
         let within = Duration::from_secs(60);
         // A producer's three batches in flight, synced by one round.
         let first: Vec<u64> = (0..3).map(|_| commit.written(&file, within)).collect();
         commit.wait(1).await.unwrap();
+        // The syncer has ended (its round answered, nobody waiting for the next), so the next
+        // round is started by the waiter below, as after any pause between rounds.
+        while commit.leading.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
         // Its answers bring two batches back at once and the third a moment later: the next
         // round waits for the third instead of leaving it for a round of its own.
         let early: Vec<u64> = (0..2).map(|_| commit.written(&file, within)).collect();
