@@ -141,8 +141,9 @@ impl Drop for Leading {
 /// What a round leaves the next: how many appends to gather before starting, until when.
 #[derive(Debug, Clone, Copy)]
 struct Gather {
-    /// The appends that were waiting when the round ended: those it answered, whose producers
-    /// send again as soon as they read the answer, and those queued while it synced.
+    /// The appends the round took and those made while it synced: with every answer synced
+    /// first, the producers it answered (who send again as soon as they read the answer) and
+    /// those still waiting. Appends nobody waits on count too; the time bound covers them.
     appends: u64,
     /// The round's end plus its own duration, at most [`GATHER_AT_MOST`] more: waiting longer
     /// than one sync for a producer that may not come back costs more than the sync it saves.
@@ -154,20 +155,25 @@ impl GroupCommit {
     /// synced within `within`; returns the round whose end covers that write.
     pub fn written<F: Syncable + 'static>(&self, file: &Arc<F>, within: Duration) -> u64 {
         self.appends.fetch_add(1, Ordering::SeqCst);
+        let round = self.queue_file(file, within);
+        if self.gathering.load(Ordering::SeqCst) {
+            // Under the lock, so the gathering syncer is either waiting or yet to look.
+            let _queue = self.queue.lock();
+            self.arrived.notify_one();
+        }
+        round
+    }
+
+    /// Queues `file` for the next round unless it is queued already; returns its round.
+    fn queue_file<F: Syncable + 'static>(&self, file: &Arc<F>, within: Duration) -> u64 {
         // Rounds clear a file's mark before syncing it: a mark seen here is that of a round
         // whose sync has not started yet, so it covers the write made before.
         let mark = file.queued_round();
         let round = mark.load(Ordering::SeqCst);
         if round != 0 {
-            if self.gathering.load(Ordering::SeqCst) {
-                // Under the lock, so the gathering syncer is either waiting or yet to look.
-                let _queue = self.queue.lock();
-                self.arrived.notify_one();
-            }
             return round;
         }
         let mut queue = self.queue.lock();
-        self.arrived.notify_one();
         let round = mark.load(Ordering::SeqCst);
         if round != 0 {
             return round;
@@ -258,7 +264,7 @@ impl GroupCommit {
         })
     }
 
-    /// Takes the queue for its round: (round, appends, files, directories).
+    /// Takes the queue for its round.
     fn take(&self, queue: &mut Queue) -> Taken {
         let round = queue.round;
         queue.round += 1;
