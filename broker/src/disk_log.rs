@@ -16,8 +16,15 @@ use tracing::{error, warn};
 use crate::durable::write_atomically;
 use crate::file_pool::{FilePool, FileSlot};
 use crate::group_commit::UNSET_FLUSH_WITHIN;
-use crate::segment::{scan, Segment};
+use crate::segment::{scan, Segment, ZERO_AHEAD};
 use crate::stored::Stored;
+
+/// Appends smaller than this write zeros ahead when the partition syncs before it answers
+/// (`flush.messages` set; see [`Segment::append`]). Measured here, five appends and one
+/// fdatasync at a time: with 16 KiB appends 2,200-2,400 syncs a second, 2,850-3,400 with zeros
+/// written ahead; with 64 KiB appends 7 % more; with 1 MiB appends no gain, while the disk
+/// writes every byte twice (the zeros, then the batch).
+const ZERO_AHEAD_BELOW: usize = 64 << 10;
 
 /// The file beside a partition's segments recording where DeleteRecords moved its log start.
 pub fn start_file_name(partition: i32) -> String {
@@ -201,6 +208,9 @@ impl DiskLog {
                 );
             }
             match scanned.unreadable_tail {
+                Some(at) if content[at as usize..].iter().all(|byte| *byte == 0) => {
+                    segment.zeros_from(at);
+                }
                 Some(at) if last => {
                     warn!(
                         file = %path.display(),
@@ -308,7 +318,13 @@ impl DiskLog {
             .back_mut()
             .expect("a partition always has an active segment");
         let position = active.size;
-        active.append(batch)?;
+        let zero_ahead = if self.flush_messages.is_some() && batch.len() < ZERO_AHEAD_BELOW {
+            let end = position + batch.len() as u64;
+            ZERO_AHEAD.min(self.segment_bytes.saturating_sub(end))
+        } else {
+            0
+        };
+        active.append(batch, zero_ahead)?;
         if position == 0 {
             self.active_first_timestamp = Some(max_timestamp).filter(|t| *t >= 0);
         }
@@ -348,6 +364,9 @@ impl DiskLog {
     /// A new active segment at `base_offset`. Its directory entry is made durable by the next
     /// group commit round, which every append to the new file waits for when it waits at all.
     fn roll(&mut self, base_offset: i64) -> io::Result<()> {
+        if let Some(closing) = self.segments.back_mut() {
+            closing.cut_zeros();
+        }
         let segment = Segment::create(&self.pool, &self.dir, self.partition, base_offset)?;
         self.ticket = self
             .pool
@@ -498,5 +517,95 @@ impl DiskLog {
             }
             false
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::{batch_bytes, file_name};
+
+    const GIB: u64 = 1 << 30;
+
+    fn empty_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("disk-log-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn file_len(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().len()
+    }
+
+    /// Appends `count` batches of two records each to a new log; returns them.
+    fn append_batches(log: &mut DiskLog, count: i64) -> Vec<Vec<u8>> {
+        let batches: Vec<Vec<u8>> = (0..count).map(|b| batch_bytes(2 * b, 2)).collect();
+        for (b, batch) in batches.iter().enumerate() {
+            log.append(batch, 2 * b as i64, 2, 1000).unwrap();
+        }
+        batches
+    }
+
+    #[test]
+    fn synced_small_appends_land_in_zeros_written_ahead_and_recovery_reads_no_batch_in_them() {
+        let dir = empty_dir("zeros-ahead");
+        let pool = FilePool::new(None);
+        let mut log = DiskLog::create(&pool, &dir, 0, GIB).unwrap();
+        log.set_flush(Some(1), None);
+        let batches = append_batches(&mut log, 3);
+        let path = dir.join(file_name(0, 0));
+        let first = batches[0].len() as u64;
+        assert_eq!(
+            file_len(&path),
+            first + ZERO_AHEAD,
+            "one extension, by the first append"
+        );
+        drop(log);
+
+        let files = vec![(0, 0, path.clone())];
+        let recovered = DiskLog::recover(&pool, &dir, 0, files, None, GIB, None).unwrap();
+        assert_eq!((recovered.start, recovered.end), (0, 6));
+        assert_eq!(recovered.batches.len(), 3);
+        assert_eq!(file_len(&path), first + ZERO_AHEAD, "nothing cut");
+        let mut log = recovered.disk;
+        log.set_flush(Some(1), None);
+        let fourth = batch_bytes(6, 1);
+        log.append(&fourth, 6, 1, 1000).unwrap();
+        let content = std::fs::read(&path).unwrap();
+        let expected: Vec<u8> = batches.iter().flatten().chain(&fourth).copied().collect();
+        assert_eq!(
+            &content[..expected.len()],
+            &expected[..],
+            "the fourth right after"
+        );
+        assert!(content[expected.len()..].iter().all(|byte| *byte == 0));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_closed_segment_holds_only_its_batches_and_zeros_stop_at_the_segment_size() {
+        let dir = empty_dir("zeros-roll");
+        let pool = FilePool::new(None);
+        let one = batch_bytes(0, 2).len() as u64;
+        // Three batches fit in a segment; the fourth rolls.
+        let segment_bytes = 3 * one + one / 2;
+        let mut log = DiskLog::create(&pool, &dir, 0, segment_bytes).unwrap();
+        log.set_flush(Some(1), None);
+        append_batches(&mut log, 4);
+        assert_eq!(file_len(&dir.join(file_name(0, 0))), 3 * one);
+        assert_eq!(file_len(&dir.join(file_name(0, 6))), segment_bytes);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn without_flush_messages_nothing_is_written_ahead() {
+        let dir = empty_dir("no-zeros");
+        let pool = FilePool::new(None);
+        let mut log = DiskLog::create(&pool, &dir, 0, GIB).unwrap();
+        let batches = append_batches(&mut log, 3);
+        let data: usize = batches.iter().map(Vec::len).sum();
+        assert_eq!(file_len(&dir.join(file_name(0, 0))), data as u64);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
