@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use broker::group_commit::FlushDefaults;
 use bytes::Bytes;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -305,6 +306,60 @@ async fn retention_bytes_deletes_whole_old_segments_on_disk() {
             .size_bytes() as u64,
         (100 - start as u64) * batch_len
     );
+    broker.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A partition synced before each answer writes zeros ahead in its active segment: the restart's
+/// retention pass, made before any file is read, must not count them as data.
+#[tokio::test]
+async fn a_restart_keeps_the_segments_retention_kept_when_appends_were_synced() {
+    let dir = data_dir("retention-synced");
+    let config = || BrokerConfig {
+        data_dir: Some(dir.clone()),
+        log_flush: FlushDefaults {
+            messages: Some(1),
+            ms: None,
+        },
+        ..Default::default()
+    };
+    let value = "x".repeat(2000);
+    let one = batch(
+        &[(None, value.as_str(), 1)],
+        kafka_protocol::records::Compression::None,
+    );
+    // Segments of four batches, 40,000 bytes (19 batches and some) retained. After 97 batches
+    // the log holds five whole segments and one batch in the active one: without the oldest
+    // of them it would hold 17 batches, less than retention.bytes.
+    let start;
+    {
+        let broker = start_broker(config()).await;
+        let mut client = RawClient::connect(broker.addr()).await;
+        let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic_name("logs"))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(vec![
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.bytes"))
+                    .with_value(Some(StrBytes::from_static_str("40000"))),
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("internal.segment.bytes"))
+                    .with_value(Some(StrBytes::from_static_str("10000"))),
+            ])]);
+        assert_eq!(client.call(&create, 5).await.topics[0].error_code, 0);
+        for i in 0..97 {
+            let p = produce(&mut client, "logs", 0, one.clone(), 9).await;
+            assert_eq!((p.error_code, p.base_offset), (0, i));
+        }
+        start = list_offset(&mut client, "logs", 0, -2).await.2;
+        assert_eq!(start, 97 - 5 * 4 - 1);
+        broker.shutdown().await;
+    }
+    let broker = start_broker(config()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    assert_eq!(list_offset(&mut client, "logs", 0, -2).await.2, start);
+    assert_eq!(list_offset(&mut client, "logs", 0, -1).await.2, 97);
     broker.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
