@@ -241,17 +241,46 @@ async fn a_corrupt_batch_in_the_middle_is_skipped_and_the_file_kept() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The batch [`fill_small_segments`] produces: one record of a 2,000-byte value.
+fn small_segments_batch() -> Bytes {
+    let value = "x".repeat(2000);
+    batch(
+        &[(None, value.as_str(), 1)],
+        kafka_protocol::records::Compression::None,
+    )
+}
+
+/// Creates topic `logs`, one partition keeping 40,000 bytes in segments of 10,000, and produces
+/// `count` of [`small_segments_batch`] to it, at offsets 0 to `count` - 1.
+async fn fill_small_segments(client: &mut RawClient, count: i64) {
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic_name("logs"))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(vec![
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("retention.bytes"))
+                .with_value(Some(StrBytes::from_static_str("40000"))),
+            // Kafka refuses segment.bytes below 1 MiB; its tests (and ours) go below with
+            // internal.segment.bytes.
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("internal.segment.bytes"))
+                .with_value(Some(StrBytes::from_static_str("10000"))),
+        ])]);
+    assert_eq!(client.call(&create, 5).await.topics[0].error_code, 0);
+    let one = small_segments_batch();
+    for i in 0..count {
+        let p = produce(client, "logs", 0, one.clone(), 9).await;
+        assert_eq!((p.error_code, p.base_offset), (0, i));
+    }
+}
+
 #[tokio::test]
 async fn retention_bytes_deletes_whole_old_segments_on_disk() {
     let dir = data_dir("retention-files");
     let topic_dir = dir.join("logs");
     // 100 batches of 2,000-byte values; segments of 10,000 bytes; 40,000 bytes retained.
-    let value = "x".repeat(2000);
-    let one = batch(
-        &[(None, value.as_str(), 1)],
-        kafka_protocol::records::Compression::None,
-    );
-    let batch_len = one.len() as u64;
+    let batch_len = small_segments_batch().len() as u64;
     let disk = |dir: &Path| -> u64 {
         partition_files(dir, 0)
             .iter()
@@ -262,25 +291,7 @@ async fn retention_bytes_deletes_whole_old_segments_on_disk() {
     {
         let broker = start_broker(data_dir_config(&dir)).await;
         let mut client = RawClient::connect(broker.addr()).await;
-        let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(topic_name("logs"))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(vec![
-                CreatableTopicConfig::default()
-                    .with_name(StrBytes::from_static_str("retention.bytes"))
-                    .with_value(Some(StrBytes::from_static_str("40000"))),
-                // Kafka refuses segment.bytes below 1 MiB; its tests (and ours) go below
-                // with internal.segment.bytes.
-                CreatableTopicConfig::default()
-                    .with_name(StrBytes::from_static_str("internal.segment.bytes"))
-                    .with_value(Some(StrBytes::from_static_str("10000"))),
-            ])]);
-        assert_eq!(client.call(&create, 5).await.topics[0].error_code, 0);
-        for i in 0..100 {
-            let p = produce(&mut client, "logs", 0, one.clone(), 9).await;
-            assert_eq!((p.error_code, p.base_offset), (0, i));
-        }
+        fill_small_segments(&mut client, 100).await;
         // Four batches fit in a segment; the log keeps old segments while it holds 40,000 bytes
         // without them, so four whole segments and the active one (of full segments) remain.
         let per_segment = 10_000 / batch_len;
@@ -323,11 +334,6 @@ async fn a_restart_keeps_the_segments_retention_kept_when_appends_were_synced() 
         },
         ..Default::default()
     };
-    let value = "x".repeat(2000);
-    let one = batch(
-        &[(None, value.as_str(), 1)],
-        kafka_protocol::records::Compression::None,
-    );
     // Segments of four batches, 40,000 bytes (19 batches and some) retained. After 97 batches
     // the log holds five whole segments and one batch in the active one: without the oldest
     // of them it would hold 17 batches, less than retention.bytes.
@@ -335,23 +341,7 @@ async fn a_restart_keeps_the_segments_retention_kept_when_appends_were_synced() 
     {
         let broker = start_broker(config()).await;
         let mut client = RawClient::connect(broker.addr()).await;
-        let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(topic_name("logs"))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(vec![
-                CreatableTopicConfig::default()
-                    .with_name(StrBytes::from_static_str("retention.bytes"))
-                    .with_value(Some(StrBytes::from_static_str("40000"))),
-                CreatableTopicConfig::default()
-                    .with_name(StrBytes::from_static_str("internal.segment.bytes"))
-                    .with_value(Some(StrBytes::from_static_str("10000"))),
-            ])]);
-        assert_eq!(client.call(&create, 5).await.topics[0].error_code, 0);
-        for i in 0..97 {
-            let p = produce(&mut client, "logs", 0, one.clone(), 9).await;
-            assert_eq!((p.error_code, p.base_offset), (0, i));
-        }
+        fill_small_segments(&mut client, 97).await;
         start = list_offset(&mut client, "logs", 0, -2).await.2;
         assert_eq!(start, 97 - 5 * 4 - 1);
         broker.shutdown().await;
