@@ -162,17 +162,17 @@ impl DiskLog {
                 _ => files.push(copy),
             }
         }
-        let mut sizes = files
-            .iter()
-            .map(|(_, _, path)| Ok(std::fs::metadata(path)?.len()))
-            .collect::<io::Result<VecDeque<u64>>>()?;
-        // The last segment may end in zeros written ahead (see `ZERO_AHEAD_BELOW`): counting
-        // at most its batches, this pass never deletes a segment that retention kept while the
-        // broker ran; the exact sizes are known once the files are read.
-        if let Some(last) = sizes.back_mut() {
-            *last = last.saturating_sub(ZERO_AHEAD);
-        }
         if let Some(keep) = retention {
+            let mut sizes = files
+                .iter()
+                .map(|(_, _, path)| Ok(std::fs::metadata(path)?.len()))
+                .collect::<io::Result<VecDeque<u64>>>()?;
+            // The last segment may end in zeros written ahead (see `ZERO_AHEAD_BELOW`): counting
+            // at most its batches, this pass never deletes a segment that retention kept while
+            // the broker ran; the exact sizes are known once the files are read.
+            if let Some(last) = sizes.back_mut() {
+                *last = last.saturating_sub(ZERO_AHEAD);
+            }
             let mut total: u64 = sizes.iter().sum();
             while files.len() > 1 && total - sizes[0] >= keep as u64 {
                 let (_, _, path) = files.remove(0);
