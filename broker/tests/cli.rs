@@ -185,7 +185,10 @@ fn with_exit_with_parent_a_killed_parent_leaves_no_broker() {
         let _ = std::io::copy(&mut stdout, &mut std::io::sink());
         let _ = ended.send(());
     });
-    if end.recv_timeout(std::time::Duration::from_secs(60)).is_err() {
+    if end
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .is_err()
+    {
         let _ = Command::new("kill").arg(&pid).status();
         panic!("the broker outlived its parent");
     }
