@@ -49,6 +49,7 @@ mod topic_store;
 pub mod topics;
 pub mod txn;
 mod txn_end;
+mod writeback;
 
 pub use config::BrokerConfig;
 pub use server::Broker;

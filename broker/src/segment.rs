@@ -73,6 +73,20 @@ pub struct Segment {
 /// many a second as with 1 MiB.
 pub const ZERO_AHEAD: u64 = 1 << 20;
 
+/// What an append does for the sync that will follow it (see [`Segment::append`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AheadOfSync {
+    /// Nothing: the sync is the background's, or the segment is being rebuilt.
+    Nothing,
+    /// A small batch: this many zeros are written past it when it would pass those already
+    /// written, so that the syncs of the appends after it commit no journal.
+    Zeros(u64),
+    /// A large batch: its writeback starts as soon as it is written, so that the disk writes it
+    /// while the round's other batches arrive, and the round's fdatasync finds it written or on
+    /// its way instead of sending every batch of the round then.
+    StartWriteback,
+}
+
 impl Segment {
     /// A new, empty segment file in `dir`; an existing file is never replaced (nor emptied).
     pub fn create(
@@ -145,21 +159,28 @@ impl Segment {
         ))
     }
 
-    /// Writes one stored batch at the end. A batch that would pass the zeros already in the
-    /// file first extends it with `zero_ahead` zeros past the batch's end: the appends that land
-    /// in them, and the syncs that follow, change neither the file's size nor its block map, so
-    /// fdatasync has no journal commit to wait for, only the data (PostgreSQL fills its WAL files
-    /// with zeros for the same reason). A failed write leaves `size` where it was, so the next
-    /// append overwrites whatever part of it reached the file.
-    pub fn append(&mut self, batch: &[u8], zero_ahead: u64) -> io::Result<()> {
+    /// Writes one stored batch at the end, preparing the sync that follows as `ahead` says. With
+    /// [`AheadOfSync::Zeros`], a batch that would pass the zeros already in the file first
+    /// extends it with that many zeros past the batch's end: the appends that land in them, and
+    /// the syncs that follow, change neither the file's size nor its block map, so fdatasync has
+    /// no journal commit to wait for, only the data (PostgreSQL fills its WAL files with zeros
+    /// for the same reason). A failed write leaves `size` where it was, so the next append
+    /// overwrites whatever part of it reached the file.
+    pub fn append(&mut self, batch: &[u8], ahead: AheadOfSync) -> io::Result<()> {
         let file = self.slot.file()?;
         let end = self.size + batch.len() as u64;
-        if zero_ahead > 0 && end > self.length {
-            let zeros = vec![0; usize::try_from(zero_ahead).unwrap_or(usize::MAX)];
-            file.write_all_at(&zeros, end)?;
-            self.length = end + zero_ahead;
+        match ahead {
+            AheadOfSync::Zeros(zero_ahead) if end > self.length => {
+                let zeros = vec![0; usize::try_from(zero_ahead).unwrap_or(usize::MAX)];
+                file.write_all_at(&zeros, end)?;
+                self.length = end + zero_ahead;
+            }
+            _ => {}
         }
         file.write_all_at(batch, self.size)?;
+        if ahead == AheadOfSync::StartWriteback {
+            crate::writeback::start(&file, self.size, batch.len() as u64)?;
+        }
         self.size = end;
         self.length = self.length.max(end);
         Ok(())
@@ -275,7 +296,13 @@ fn resync(content: &[u8], from: usize, next_offset: i64) -> Option<usize> {
 /// CRC; the records are not decoded).
 #[cfg(test)]
 pub fn batch_bytes(base_offset: i64, count: i32) -> Vec<u8> {
-    let mut bytes = vec![0u8; HEADER_LEN + 10];
+    batch_bytes_of_len(base_offset, count, HEADER_LEN + 10)
+}
+
+/// [`batch_bytes`] padded to `len` bytes.
+#[cfg(test)]
+pub fn batch_bytes_of_len(base_offset: i64, count: i32, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
     let len = bytes.len() as i32 - 12;
     bytes[..8].copy_from_slice(&base_offset.to_be_bytes());
     bytes[8..12].copy_from_slice(&len.to_be_bytes());

@@ -3,7 +3,8 @@
 //! kernel, CPUs, load), so that a JSON line can be compared only with runs of the same shape.
 //!
 //! Pinning goes through `taskset` (util-linux) rather than `sched_setaffinity`: the workspace
-//! forbids `unsafe`, and `taskset` both pins a child at exec and re-pins the bench itself.
+//! denies `unsafe` (the broker's writeback call aside), and `taskset` both pins a child at exec
+//! and re-pins the bench itself.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
