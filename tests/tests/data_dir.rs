@@ -353,3 +353,52 @@ async fn a_restart_keeps_the_segments_retention_kept_when_appends_were_synced() 
     broker.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A partition synced before each answer starts the writeback of each large batch as it writes
+/// it, and writes no zeros after it: each batch is read back whole after a restart, and the
+/// segment file holds exactly the batches.
+#[tokio::test]
+async fn large_synced_batches_are_stored_whole_with_nothing_written_after_them() {
+    let dir = data_dir("large-synced");
+    let config = || BrokerConfig {
+        data_dir: Some(dir.clone()),
+        log_flush: FlushDefaults {
+            messages: Some(1),
+            ms: None,
+        },
+        ..Default::default()
+    };
+    let values: Vec<String> = (0..6).map(|i| format!("{i}").repeat(100_000)).collect();
+    let batches: Vec<Bytes> = values
+        .chunks(2)
+        .map(|pair| {
+            let records = [(None, pair[0].as_str(), 1), (None, pair[1].as_str(), 1)];
+            batch(&records, kafka_protocol::records::Compression::None)
+        })
+        .collect();
+    assert!(batches.iter().all(|b| b.len() > 64 << 10), "large batches");
+    {
+        let broker = start_broker(config()).await;
+        let mut client = RawClient::connect(broker.addr()).await;
+        let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic_name("big"))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+        assert_eq!(client.call(&create, 5).await.topics[0].error_code, 0);
+        for (i, one) in batches.iter().enumerate() {
+            let p = produce(&mut client, "big", 0, one.clone(), 9).await;
+            assert_eq!((p.error_code, p.base_offset), (0, 2 * i as i64));
+        }
+        broker.shutdown().await;
+    }
+    let stored: u64 = batches.iter().map(|b| b.len() as u64).sum();
+    let files = partition_files(&dir.join("big"), 0);
+    assert_eq!(files.len(), 1);
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), stored);
+    let broker = start_broker(config()).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let expected: Vec<(i64, String)> = (0..).zip(values).collect();
+    assert_eq!(read_values(&mut client, "big", 0).await, expected);
+    broker.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
