@@ -321,19 +321,23 @@ async fn retention_bytes_deletes_whole_old_segments_on_disk() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A broker on `dir` that syncs each append before it answers (`--log-flush-interval-messages 1`).
+fn synced_config(dir: &Path) -> BrokerConfig {
+    BrokerConfig {
+        log_flush: FlushDefaults {
+            messages: Some(1),
+            ms: None,
+        },
+        ..data_dir_config(dir)
+    }
+}
+
 /// A partition synced before each answer writes zeros ahead in its active segment: the restart's
 /// retention pass, made before any file is read, must not count them as data.
 #[tokio::test]
 async fn a_restart_keeps_the_segments_retention_kept_when_appends_were_synced() {
     let dir = data_dir("retention-synced");
-    let config = || BrokerConfig {
-        data_dir: Some(dir.clone()),
-        log_flush: FlushDefaults {
-            messages: Some(1),
-            ms: None,
-        },
-        ..Default::default()
-    };
+    let config = || synced_config(&dir);
     // Segments of four batches, 40,000 bytes (19 batches and some) retained. After 97 batches
     // the log holds five whole segments and one batch in the active one: without the oldest
     // of them it would hold 17 batches, less than retention.bytes.
@@ -360,14 +364,7 @@ async fn a_restart_keeps_the_segments_retention_kept_when_appends_were_synced() 
 #[tokio::test]
 async fn large_synced_batches_are_stored_whole_with_nothing_written_after_them() {
     let dir = data_dir("large-synced");
-    let config = || BrokerConfig {
-        data_dir: Some(dir.clone()),
-        log_flush: FlushDefaults {
-            messages: Some(1),
-            ms: None,
-        },
-        ..Default::default()
-    };
+    let config = || synced_config(&dir);
     let values: Vec<String> = (0..6).map(|i| format!("{i}").repeat(100_000)).collect();
     let batches: Vec<Bytes> = values
         .chunks(2)
