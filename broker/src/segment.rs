@@ -76,7 +76,7 @@ pub const ZERO_AHEAD: u64 = 1 << 20;
 /// What an append does for the sync that will follow it (see [`Segment::append`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AheadOfSync {
-    /// Nothing: the sync is the background's, or the segment is being rebuilt.
+    /// Nothing: with Kafka's default flush policy no answer waits for the sync.
     Nothing,
     /// A small batch: this many zeros are written past it when it would pass those already
     /// written, so that the syncs of the appends after it commit no journal.
