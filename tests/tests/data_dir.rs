@@ -1,6 +1,7 @@
 //! `--data-dir` recovery, one defect per test: producer ids and the cluster id across restarts,
 //! topics that cannot be read, a missing partition, a corrupt batch in the middle of a file, and
-//! retention applied to the files.
+//! retention applied to the files; and large synced batches, whose writeback starts as they are
+//! written, read back whole.
 
 use std::path::{Path, PathBuf};
 
