@@ -74,7 +74,7 @@ struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     log_flush_interval_messages: Option<u64>,
     /// With --data-dir: written data is synced in the background within MS (Kafka's
-    /// log.flush.interval.ms, topic flush.ms) [default: unset: within a second]
+    /// log.flush.interval.ms, topic flush.ms) [default: unset: within 30 s, as the kernel]
     #[arg(long, value_name = "MS")]
     log_flush_interval_ms: Option<u64>,
     // Limits on what one request or one slow peer can hold (docs/broker.md: "Limits").

@@ -466,7 +466,7 @@ async fn an_answer_waits_for_the_round_that_covered_its_append_not_a_later_one()
 }
 
 #[tokio::test(start_paused = true)]
-async fn with_flush_ms_unset_the_background_syncs_a_write_within_a_second() {
+async fn with_flush_ms_unset_the_background_syncs_a_write_within_thirty_seconds() {
     let dir = test_dir("group-commit-unset-test");
     let logs = disk_partitions(&dir, 1);
     let log = &logs[0];
@@ -475,10 +475,11 @@ async fn with_flush_ms_unset_the_background_syncs_a_write_within_a_second() {
         let commit = commit.clone();
         tokio::spawn(async move { commit.run_background().await })
     };
-    // A steady stream of writes: one round a second, not one after another.
+    // A steady stream of writes: one round in thirty seconds, the kernel's own writeback age,
+    // not one after another.
     for _ in 0..10 {
         append(log, 1, 10, 100);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
     }
     let ticket = log.state.lock().disk.as_ref().unwrap().ticket;
     assert_eq!(commit.rounds(), 0);
