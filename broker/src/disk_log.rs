@@ -294,8 +294,8 @@ impl DiskLog {
         })
     }
 
-    /// Appends one stored batch of `records` records whose base offset is `base_offset` and
-    /// whose max timestamp is `max_timestamp`, in a new segment if the active one is full or
+    /// Appends one batch of `records` records, with `base_offset` as its base offset (whatever
+    /// its first bytes say) and `max_timestamp` as its max timestamp, in a new segment if the active one is full or
     /// old; returns where it went, and whether its answer must wait for the sync
     /// (`flush.messages` reached).
     pub fn append(
@@ -327,7 +327,7 @@ impl DiskLog {
             .segments
             .back_mut()
             .expect("a partition always has an active segment");
-        active.append(batch, ahead)?;
+        active.append(batch, base_offset, ahead)?;
         if position == 0 {
             self.active_first_timestamp = Some(max_timestamp).filter(|t| *t >= 0);
         }
@@ -561,6 +561,26 @@ mod tests {
             log.append(batch, 2 * b as i64, 2, 1000).unwrap();
         }
         batches
+    }
+
+    #[test]
+    fn a_batch_is_written_under_the_logs_offset_whatever_the_producer_sent() {
+        let dir = empty_dir("offset-written");
+        let pool = FilePool::new(None);
+        let mut log = DiskLog::create(&pool, &dir, 0, GIB).unwrap();
+        // Producers send base offset 0; the log's next offset here is 40.
+        let sent = batch_bytes(0, 2);
+        log.append(&sent, 40, 2, 1000).unwrap();
+        let path = dir.join(file_name(0, 0));
+        let content = std::fs::read(&path).unwrap();
+        assert_eq!(content.len(), sent.len());
+        assert_eq!(content[..8], 40i64.to_be_bytes());
+        assert_eq!(content[8..], sent[8..]);
+        drop(log);
+        let files = vec![(0, 0, path)];
+        let recovered = DiskLog::recover(&pool, &dir, 0, files, None, GIB, None).unwrap();
+        assert_eq!((recovered.batches.len(), recovered.end), (1, 42));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

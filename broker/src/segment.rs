@@ -159,14 +159,15 @@ impl Segment {
         ))
     }
 
-    /// Writes one stored batch at the end, preparing the sync that follows as `ahead` says. With
+    /// Writes one batch at the end with `base_offset` as its base offset, preparing the sync that
+    /// follows as `ahead` says. With
     /// [`AheadOfSync::Zeros`], a batch that would pass the zeros already in the file first
     /// extends it with that many zeros past the batch's end: the appends that land in them, and
     /// the syncs that follow, change neither the file's size nor its block map, so fdatasync has
     /// no journal commit to wait for, only the data (PostgreSQL fills its WAL files with zeros
     /// for the same reason). A failed write leaves `size` where it was, so the next append
     /// overwrites whatever part of it reached the file.
-    pub fn append(&mut self, batch: &[u8], ahead: AheadOfSync) -> io::Result<()> {
+    pub fn append(&mut self, batch: &[u8], base_offset: i64, ahead: AheadOfSync) -> io::Result<()> {
         let file = self.slot.file()?;
         let end = self.size + batch.len() as u64;
         match ahead {
@@ -177,7 +178,18 @@ impl Segment {
             }
             _ => {}
         }
-        file.write_all_at(batch, self.size)?;
+        // The batch as the producer sent it but for its base offset, in two writes rather than
+        // a copy of the whole batch. The offset goes first: a write cut short leaves a batch
+        // whose length or CRC fails (a torn tail), never a whole batch under the producer's
+        // offset.
+        let Some(after_offset) = batch.get(8..) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a batch shorter than its base offset",
+            ));
+        };
+        file.write_all_at(&base_offset.to_be_bytes(), self.size)?;
+        file.write_all_at(after_offset, self.size + 8)?;
         if ahead == AheadOfSync::StartWriteback {
             crate::writeback::start(&file, self.size, batch.len() as u64)?;
         }
