@@ -295,9 +295,9 @@ impl DiskLog {
     }
 
     /// Appends one batch of `records` records, with `base_offset` as its base offset (whatever
-    /// its first bytes say) and `max_timestamp` as its max timestamp, in a new segment if the active one is full or
-    /// old; returns where it went, and whether its answer must wait for the sync
-    /// (`flush.messages` reached).
+    /// its first bytes say) and `max_timestamp` as its max timestamp, in a new segment if the
+    /// active one is full or old; returns where it went, and whether its answer must wait for
+    /// the sync (`flush.messages` reached).
     pub fn append(
         &mut self,
         batch: &[u8],

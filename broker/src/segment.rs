@@ -160,13 +160,12 @@ impl Segment {
     }
 
     /// Writes one batch at the end with `base_offset` as its base offset, preparing the sync that
-    /// follows as `ahead` says. With
-    /// [`AheadOfSync::Zeros`], a batch that would pass the zeros already in the file first
-    /// extends it with that many zeros past the batch's end: the appends that land in them, and
-    /// the syncs that follow, change neither the file's size nor its block map, so fdatasync has
-    /// no journal commit to wait for, only the data (PostgreSQL fills its WAL files with zeros
-    /// for the same reason). A failed write leaves `size` where it was, so the next append
-    /// overwrites whatever part of it reached the file.
+    /// follows as `ahead` says. With [`AheadOfSync::Zeros`], a batch that would pass the zeros
+    /// already in the file first extends it with that many zeros past the batch's end: the
+    /// appends that land in them, and the syncs that follow, change neither the file's size nor
+    /// its block map, so fdatasync has no journal commit to wait for, only the data (PostgreSQL
+    /// fills its WAL files with zeros for the same reason). A failed write leaves `size` where it
+    /// was, so the next append overwrites whatever part of it reached the file.
     pub fn append(&mut self, batch: &[u8], base_offset: i64, ahead: AheadOfSync) -> io::Result<()> {
         let file = self.slot.file()?;
         let end = self.size + batch.len() as u64;

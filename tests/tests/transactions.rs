@@ -646,11 +646,11 @@ fn txn_state_files(dir: &std::path::Path) -> BTreeMap<String, (u64, u64, i64, i6
 /// A change of the transaction state writes what it changes, whatever else the coordinator
 /// keeps: with 512 KiB of state (32 transactions of two 4,000 B offsets), one more offset adds
 /// its own record to the journal (8,106 bytes: its metadata in hex and the record's lines) and
-/// leaves every other file as it was. The whole state was rewritten and synced at every change (8 MiB of
-/// state: ~0.3 s a change, other clients waiting). The state stays below the 1 MiB at which the
-/// journal is first compacted, so no snapshot is being written meanwhile. Measured on the files,
-/// not on the process's writes, which the other tests of this file add to when they run beside
-/// it (one sends 31 MiB of metadata).
+/// leaves every other file as it was. The whole state was rewritten and synced at every change
+/// (8 MiB of state: ~0.3 s a change, other clients waiting). The state stays below the 1 MiB at
+/// which the journal is first compacted, so no snapshot is being written meanwhile. Measured on
+/// the files, not on the process's writes, which the other tests of this file add to when they
+/// run beside it (one sends 31 MiB of metadata).
 #[tokio::test]
 async fn a_transaction_state_change_writes_what_it_changes_not_the_whole_state() {
     let dir = data_dir("txn-change-cost");

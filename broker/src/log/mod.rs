@@ -19,12 +19,13 @@ pub mod cleaner;
 pub mod retention;
 pub mod txn_index;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use protocol::batch::{set_base_offset, set_log_append_time, BatchHeader};
@@ -196,69 +197,32 @@ impl LogState {
     /// group commit round that covers it.
     fn store(
         &mut self,
-        data: Incoming<'_>,
+        data: Cow<'_, [u8]>,
         header: &BatchHeader,
     ) -> Result<(i64, Option<u64>), ResponseError> {
         let base_offset = self.end;
-        let len = data.bytes().len();
+        let len = data.len();
         let records = header.last_offset_delta as u64 + 1;
         let (stored, sync_first) = match &mut self.disk {
             Some(disk) if disk.failed => return Err(ResponseError::KafkaStorageError),
             // Written before it is visible or acknowledged: nothing a fetch returned or a
             // producer was told can vanish when the process dies (the kernel has it).
-            Some(disk) => {
-                match disk.append(data.bytes(), base_offset, records, header.max_timestamp) {
-                    Ok((stored, sync_first)) => (stored, sync_first.then_some(disk.ticket)),
-                    Err(e) => {
-                        tracing::error!("partition write failed, no more appends: {e}");
-                        disk.failed = true;
-                        return Err(ResponseError::KafkaStorageError);
-                    }
+            Some(disk) => match disk.append(&data, base_offset, records, header.max_timestamp) {
+                Ok((stored, sync_first)) => (stored, sync_first.then_some(disk.ticket)),
+                Err(e) => {
+                    tracing::error!("partition write failed, no more appends: {e}");
+                    disk.failed = true;
+                    return Err(ResponseError::KafkaStorageError);
                 }
-            }
+            },
             None => {
                 let mut data = data.into_owned();
                 set_base_offset(&mut data, base_offset);
-                (Stored::Memory(data.freeze()), None)
+                (Stored::Memory(Bytes::from(data)), None)
             }
         };
         self.push(header, base_offset, len, stored);
         Ok((base_offset, sync_first))
-    }
-}
-
-/// A batch on its way into a log: the request's own bytes, or a copy the broker may change.
-/// A log in memory keeps a copy, so that the stored batch does not keep the whole request frame
-/// alive; a log on disk writes the request's bytes (its base offset apart) and copies nothing.
-enum Incoming<'a> {
-    Borrowed(&'a [u8]),
-    Owned(BytesMut),
-}
-
-impl Incoming<'_> {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Incoming::Borrowed(bytes) => bytes,
-            Incoming::Owned(bytes) => bytes,
-        }
-    }
-
-    fn into_owned(self) -> BytesMut {
-        match self {
-            Incoming::Borrowed(bytes) => BytesMut::from(bytes),
-            Incoming::Owned(bytes) => bytes,
-        }
-    }
-
-    /// The bytes to change, copied first if they are the request's.
-    fn to_mut(&mut self) -> &mut BytesMut {
-        if let Incoming::Borrowed(bytes) = *self {
-            *self = Incoming::Owned(BytesMut::from(bytes));
-        }
-        match self {
-            Incoming::Owned(bytes) => bytes,
-            Incoming::Borrowed(_) => unreachable!("just copied"),
-        }
     }
 }
 
@@ -412,10 +376,11 @@ impl PartitionLog {
         self.append_verified(batch, header, &|| true)
     }
 
-    /// Appends a batch already validated by the caller. A log in memory copies the bytes once
-    /// (see [`Incoming`]); a log on disk writes them as they are. A batch of an idempotent
-    /// producer is first checked against its sequence window. A file-backed log has written the
-    /// batch when this returns; [`flush`](Self::flush) waits until it is on disk.
+    /// Appends a batch already validated by the caller. A log in memory keeps a copy of the
+    /// bytes, so that the stored batch does not keep the whole request frame alive; a log on disk
+    /// writes the request's bytes (its base offset apart) and copies nothing. A batch of an
+    /// idempotent producer is first checked against its sequence window. A file-backed log has
+    /// written the batch when this returns; [`flush`](Self::flush) waits until it is on disk.
     ///
     /// A transactional batch that opens its producer's transaction here is appended only if
     /// `in_ongoing_txn` (the coordinator) says this partition is in its ongoing transaction,
@@ -431,9 +396,9 @@ impl PartitionLog {
     ) -> Result<Appended, ResponseError> {
         // Copied before the lock is taken, so that fetches of the partition do not wait for it.
         let mut data = if self.is_on_disk() {
-            Incoming::Borrowed(batch)
+            Cow::Borrowed(batch)
         } else {
-            Incoming::Owned(BytesMut::from(batch))
+            Cow::Owned(batch.to_vec())
         };
         let mut header = *header;
         let idempotent = header.producer_id >= 0;
@@ -508,7 +473,7 @@ impl PartitionLog {
         let header = BatchHeader::parse(&data).map_err(|_| ResponseError::UnknownServerError)?;
         let offset = {
             let mut state = self.state.lock();
-            let (offset, _) = state.store(Incoming::Owned(data), &header)?;
+            let (offset, _) = state.store(Cow::Owned(data.into()), &header)?;
             state.index_transaction(&header, offset, Some(marker));
             state.apply_retention_bytes();
             offset
