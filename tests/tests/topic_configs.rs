@@ -1,6 +1,6 @@
 //! Topic configs as Kafka has them: validated on create and alter (INVALID_CONFIG, nothing
-//! changed), applied (LogAppendTime, compaction, retention.ms), described with their sources;
-//! DeleteRecords; authorized operations in Metadata.
+//! changed), applied (LogAppendTime, in memory and on disk, compaction, retention.ms), described
+//! with their sources; DeleteRecords; authorized operations in Metadata.
 
 use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
@@ -96,6 +96,53 @@ async fn config_of(client: &mut RawClient, topic: &str, name: &str) -> (String, 
         .unwrap_or_else(|| panic!("{name} described"))
         .clone();
     (entry.value.unwrap().to_string(), entry.config_source)
+}
+
+/// With a data directory the stamped batch is what reaches the file (a log on disk writes a
+/// producer's bytes without copying them, and copies them only to stamp them): after a restart
+/// each batch still carries the broker's time, its own offset and a valid CRC.
+#[tokio::test]
+async fn log_append_time_is_stamped_on_the_batch_written_to_the_data_dir() {
+    let dir = data_dir("stamped-on-disk");
+    let configs = [("message.timestamp.type", "LogAppendTime")];
+    let mut stamped_at = Vec::new();
+    {
+        let broker = start_broker(data_dir_config(&dir)).await;
+        let mut client = RawClient::connect(broker.addr()).await;
+        assert_eq!(create_with(&mut client, "stamped", &configs).await.0, 0);
+        for base_offset in [0, 3] {
+            let answer = produce(&mut client, "stamped", 0, values(3), 9).await;
+            assert_eq!((answer.error_code, answer.base_offset), (0, base_offset));
+            stamped_at.push(answer.log_append_time_ms);
+        }
+        broker.shutdown().await;
+    }
+    let broker = start_broker(data_dir_config(&dir)).await;
+    let mut client = RawClient::connect(broker.addr()).await;
+    let fetched = client.call(&fetch_request("stamped", 0, 0, 0), 12).await;
+    let data = fetched.responses[0].partitions[0].records.clone().unwrap();
+    // Per batch: its offset, the broker's time as its max timestamp, the LogAppendTime bit, and
+    // whether its CRC (over the stamped bytes) holds.
+    let batches: Vec<(i64, i64, bool, bool)> = protocol::batch::split_batches(data)
+        .map(|(header, bytes)| {
+            let crc_holds = protocol::batch::validate_single_batch(&bytes).is_ok();
+            let stamp = (header.max_timestamp, header.log_append_time());
+            (header.base_offset, stamp.0, stamp.1, crc_holds)
+        })
+        .collect();
+    let expected = vec![
+        (0, stamped_at[0], true, true),
+        (3, stamped_at[1], true, true),
+    ];
+    assert_eq!(batches, expected);
+    let records = read_all(&mut client, "stamped", 0).await;
+    let offsets: Vec<(i64, bool)> = records.iter().map(|r| (r.0, r.4)).collect();
+    assert_eq!(
+        offsets,
+        (0..6).map(|offset| (offset, true)).collect::<Vec<_>>()
+    );
+    broker.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
